@@ -1,0 +1,22 @@
+# csbench: the Snakemake driver. Thin rules, each calling one `csbench` command.
+#   snakemake --cores all                                          # the default study (params.yaml)
+#   snakemake --cores 2 --configfile workflow/configs/tiny.yaml    # another study, as an overlay
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "params.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/attacks.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        summary=expand("results/{name}", name=SUMMARY_FILES),
+    default_target: True

@@ -1,0 +1,3 @@
+from csbench.cli import main
+
+raise SystemExit(main())

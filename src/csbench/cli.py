@@ -1,0 +1,241 @@
+"""The csbench command line: one command per pipeline phase.
+
+Snakemake rules, dvc stages and users all run these commands, with the same arguments:
+
+    csbench validate  --config params.yaml [--check-sources]
+    csbench prepare   --config params.yaml --dataset python-stdlib
+    csbench attack    --config params.yaml --dataset python-stdlib --attack no_comment
+    csbench evaluate  --config params.yaml --dataset python-stdlib --attack none --model bm25
+    csbench aggregate --config params.yaml
+    csbench runs      --config params.yaml
+
+``--config`` may be given several times: later files overlay earlier ones (as snakemake's
+``--configfile`` does), so ``--config params.yaml --config workflow/configs/tiny.yaml`` runs the
+tiny study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from csbench import __version__, paths
+from csbench.config import Config, ConfigError, RunKey, check_sources, load_config
+from csbench.io import canonical_hash, write_json, write_parquet, write_text
+from csbench.registry import UnknownNameError
+
+log = logging.getLogger("csbench")
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="experiment config; repeat to overlay (default: params.yaml)",
+    )
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(args.config or ["params.yaml"])
+
+
+def _require(name: str, valid: list[str], kind: str, where: str) -> None:
+    if name not in valid:
+        raise UnknownNameError(kind, name, valid, where=where)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    config = _config(args)
+    if args.check_sources:
+        check_sources(config)
+    runs = config.runs()
+    print(f"{'+'.join(config.sources)}: valid; study {config.study!r}, {len(runs)} run(s)")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    for run in _config(args).runs():
+        print(run.path)
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from csbench.code.extract import FilterSettings
+    from csbench.datasets.local import SplitSettings, build_local_corpus, card_markdown
+
+    config = _config(args)
+    _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    check_sources(config)
+    extraction = config.section("extraction")
+    options = config.dataset_options(args.dataset)
+    started = time.perf_counter()
+    frame, card = build_local_corpus(
+        args.dataset,
+        options,
+        FilterSettings(extraction["min_query_tokens"], extraction["min_code_lines"]),
+        SplitSettings(**extraction["split"]),
+        progress=not args.quiet,
+    )
+    out = paths.prepared_dir(args.dataset)
+    for split, file in paths.split_files(out).items():
+        write_parquet(file, frame[frame["split"] == split].reset_index(drop=True))
+    card["params_sha256"] = canonical_hash({"options": options, "extraction": extraction})
+    card["wall_s"] = round(time.perf_counter() - started, 2)
+    write_json(out / "card.json", card)
+    write_text(out / "card.md", card_markdown(card))
+    counts = ", ".join(f"{s} {v['pairs']}" for s, v in card["splits"].items())
+    log.info("prepared %s: %s pairs (%s) in %.1f s", args.dataset, len(frame), counts, card["wall_s"])
+    return 0
+
+
+def cmd_attack(args: argparse.Namespace) -> int:
+    from csbench.attacks import ATTACKS, check_languages
+
+    config = _config(args)
+    _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
+    attack = ATTACKS.get(args.attack)
+    source, target = paths.prepared_dir(args.dataset), paths.attacked_dir(args.dataset, args.attack)
+    for split, file in paths.split_files(source).items():
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} is missing: run `csbench prepare --dataset {args.dataset}` first")
+        frame = pd.read_parquet(file)
+        check_languages(attack, sorted(frame["language"].unique()))
+        write_parquet(paths.split_files(target)[split], attack.apply(frame))
+    log.info("attacked %s with %s", args.dataset, args.attack)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from csbench.evaluate.runner import evaluate_pool, trec_bytes
+    from csbench.io import atomic_open
+    from csbench.models import MODELS
+    from csbench.provenance import provenance
+
+    config = _config(args)
+    _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
+    _require(args.model, config.models, "model", "--model (not in grid.models)")
+    run = RunKey(args.dataset, args.attack, args.model, args.loss, args.seed, args.inference)
+    spec = MODELS.get(run.model)
+    if not spec.trained and (run.loss, run.seed, run.inference) != ("none", 0, "zero_shot"):
+        raise ValueError(f"model {run.model!r} is not trained: its runs have loss none, seed 0, zero_shot")
+    model_params = config.model_params(run.model)
+    evaluation = config.section("evaluation")
+    test_file = paths.split_files(paths.attacked_dir(run.dataset, run.attack))["test"]
+    if not test_file.is_file():
+        raise FileNotFoundError(f"{test_file} is missing: run `csbench attack` for {run.dataset}/{run.attack} first")
+    started = time.perf_counter()
+    pool = pd.read_parquet(test_file)
+    retriever = spec.factory(model_params)
+    run_name = f"csbench-{run.model}-{run.attack}"
+    outcomes, timings = evaluate_pool(
+        retriever, pool, evaluation["protocols"], evaluation["run_depth"], run_name, progress=not args.quiet
+    )
+    out = paths.run_dir(run.path)
+    scores, protocol_info = [], {}
+    ranks_lines = ["protocol\tquery_id\trank\tcandidates"]
+    for name, outcome in outcomes.items():
+        metrics = outcome.metrics()
+        scores += [{"protocol": name, "metric": k, "value": v} for k, v in metrics.items()]
+        protocol_info[name] = {"note": outcome.plan_note, "n_queries": metrics["n_queries"]}
+        ranks_lines += [
+            f"{name}\t{q}\t{r}\t{c}"
+            for q, r, c in zip(outcome.query_ids, outcome.ranks, outcome.n_candidates, strict=True)
+        ]
+        with atomic_open(out / f"run.{name}.trec.gz", "wb") as handle:
+            handle.write(trec_bytes(outcome.run_lines))
+        if outcome.plan_note:
+            log.warning("%s %s: %s", run.path, name, outcome.plan_note)
+    write_text(out / "ranks.tsv", "\n".join(ranks_lines) + "\n")
+    language = ",".join(sorted(pool["language"].unique()))
+    timings["total_s"] = round(time.perf_counter() - started, 3)
+    params = {"model": model_params, "evaluation": evaluation}
+    write_json(
+        out / "provenance.json",
+        provenance(phase="evaluate", params=params, inputs=[test_file], seed=run.seed, timings=timings),
+    )
+    write_json(
+        out / "metrics.json",
+        {"run": {"study": config.study, "language": language, **run.as_dict()}, "scores": scores,
+         "protocols": protocol_info},
+    )
+    summary = ", ".join(
+        f"{n} MRR {o.metrics()['mrr']:.4f}" if o.ranks else f"{n} n/a" for n, o in outcomes.items()
+    )
+    log.info("%s: %s (%d test records, %.1f s)", run.path, summary, len(pool), timings["total_s"])
+    return 0
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    from csbench.results.collect import aggregate
+
+    config = _config(args)
+    run_dirs = [paths.run_dir(run.path) for run in config.runs()]
+    table = aggregate(run_dirs, Path(paths.RESULTS), config.study)
+    log.info("aggregated %d runs (%d rows) into %s/summary.md", len(run_dirs), len(table), paths.RESULTS)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="csbench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"csbench {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check the config (and source directories) and exit")
+    _add_config(p)
+    p.add_argument("--check-sources", action="store_true", help="also check local source directories")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("runs", help="list the run paths the config asks for")
+    _add_config(p)
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("prepare", help="build a dataset in the common schema under data/prepared/")
+    _add_config(p)
+    p.add_argument("--dataset", required=True)
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("attack", help="apply a code attack to every split of a prepared dataset")
+    _add_config(p)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--attack", required=True)
+    p.set_defaults(func=cmd_attack)
+
+    p = sub.add_parser("evaluate", help="retrieve the test split with a model under every protocol")
+    _add_config(p)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--attack", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--loss", default="none")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--inference", default="zero_shot")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("aggregate", help="build results/results.db and results/summary.{md,csv}")
+    _add_config(p)
+    p.set_defaults(func=cmd_aggregate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s csbench %(levelname)s %(message)s")
+    try:
+        return args.func(args)
+    except (ConfigError, UnknownNameError, FileNotFoundError, ValueError, RuntimeError) as err:
+        message = err.message if isinstance(err, UnknownNameError) else str(err)
+        print(f"csbench {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

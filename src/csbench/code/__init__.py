@@ -1,0 +1,1 @@
+"""Source code analysis with tree-sitter: parsing, function extraction, comment removal."""

@@ -1,0 +1,234 @@
+"""The experiment config: load (with snakemake-style overlays), validate, and type it.
+
+``params.yaml`` is validated against ``workflow/schemas/params.schema.yaml`` and against the
+package registries before any job runs; every error names the file and the key.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from csbench.attacks import ATTACKS
+from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
+from csbench.evaluate.protocols import PROTOCOLS
+from csbench.models import MODELS
+from csbench.registry import UnknownNameError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = PROJECT_ROOT / "workflow" / "schemas" / "params.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """An invalid experiment config; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """Coordinates of one run: the path below results/runs/."""
+
+    dataset: str
+    attack: str
+    model: str
+    loss: str = "none"
+    seed: int = 0
+    inference: str = "zero_shot"
+
+    @property
+    def path(self) -> str:
+        return f"{self.dataset}/{self.attack}/{self.model}/{self.loss}/{self.seed}/{self.inference}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "attack": self.attack,
+            "model": self.model,
+            "loss": self.loss,
+            "seed": self.seed,
+            "inference": self.inference,
+        }
+
+
+@dataclass(frozen=True)
+class Config:
+    raw: dict[str, Any]
+    sources: tuple[str, ...]
+
+    @property
+    def study(self) -> str:
+        return self.raw["study"]
+
+    @property
+    def datasets(self) -> list[str]:
+        return list(self.raw["grid"]["datasets"])
+
+    @property
+    def attacks(self) -> list[str]:
+        return list(self.raw["grid"]["attacks"])
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.raw["grid"]["models"])
+
+    @property
+    def protocols(self) -> list[str]:
+        return list(self.raw["evaluation"]["protocols"])
+
+    def dataset_options(self, name: str) -> dict[str, Any]:
+        """Registered defaults overlaid with the options given in the config."""
+        given = self.raw.get("datasets", {}).get(name, {})
+        defaults = DATASETS.get(name).defaults if name in DATASETS else {}
+        return {**defaults, **given}
+
+    def dataset_kind(self, name: str) -> str:
+        return DATASETS.get(name).kind if name in DATASETS else self.dataset_options(name)["kind"]
+
+    def model_params(self, name: str) -> dict[str, Any]:
+        return {**MODELS.get(name).defaults, **self.raw["models"].get(name, {})}
+
+    def runs(self) -> list[RunKey]:
+        """Every run the config asks for, in a stable order."""
+        return [RunKey(d, a, m) for d in self.datasets for a in self.attacks for m in self.models]
+
+    def section(self, *keys: str) -> Any:
+        """A sub-tree of the config, e.g. ``section("models", "bm25")``."""
+        node: Any = self.raw
+        for key in keys:
+            node = node.get(key, {}) if isinstance(node, dict) else {}
+        return node
+
+
+def merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict update, as snakemake merges --configfile into the config (lists replace)."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError(f"{path}:{where} not valid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}")
+    return data
+
+
+def load_config(paths: list[str | Path] | str | Path) -> Config:
+    """Read and merge config files (later ones overlay earlier ones), then validate."""
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths:
+        raise ConfigError("no config file given")
+    raw: dict[str, Any] = {}
+    for path in paths:
+        raw = merge(raw, read_yaml(path))
+    return validate_config(raw, sources=tuple(str(p) for p in paths))
+
+
+def _schema() -> dict[str, Any]:
+    if not SCHEMA_PATH.is_file():
+        raise ConfigError(f"schema {SCHEMA_PATH} is missing: csbench must run from its source checkout")
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _key_path(path: Any) -> str:
+    parts = [str(p) if not isinstance(p, int) else f"[{p}]" for p in path]
+    return ".".join(parts).replace(".[", "[") or "(top level)"
+
+
+def _schema_error_message(error: jsonschema.ValidationError) -> str:
+    key = _key_path(error.absolute_path)
+    if error.validator == "enum":
+        valid = [str(v) for v in error.validator_value]
+        return UnknownNameError("value", error.instance, valid, where=key).message
+    if error.validator == "additionalProperties":
+        allowed = list(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        msgs = []
+        for name in extra:
+            hint = difflib.get_close_matches(name, allowed, n=1, cutoff=0.5)
+            msgs.append(
+                f"{key}: unknown key {name!r}; allowed keys: {', '.join(allowed)}"
+                + (f". Did you mean {hint[0]!r}?" if hint else "")
+            )
+        if msgs:
+            return "; ".join(msgs)
+    return f"{key}: {error.message}"
+
+
+def validate_config(raw: dict[str, Any], sources: tuple[str, ...] = ("params.yaml",)) -> Config:
+    """Check ``raw`` against the JSON schema and the registries; return the typed config."""
+    where = "+".join(sources)
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(raw), key=lambda e: (len(e.absolute_path), list(map(str, e.path))))
+    if errors:
+        raise ConfigError(f"{where}: " + _schema_error_message(errors[0]))
+    config = Config(raw=raw, sources=sources)
+    try:
+        _check_names(config)
+    except UnknownNameError as err:
+        raise ConfigError(f"{where}: {err.message}") from None
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    return config
+
+
+def _check_names(config: Config) -> None:
+    defined_local = {
+        name for name, opts in config.raw.get("datasets", {}).items() if opts.get("kind") == LOCAL_SOURCE_KIND
+    }
+    valid_datasets = DATASETS.names() + sorted(defined_local - set(DATASETS.names()))
+    for i, name in enumerate(config.datasets):
+        if name not in valid_datasets:
+            raise UnknownNameError("dataset", name, valid_datasets, where=f"grid.datasets[{i}]")
+    for name in config.raw.get("datasets", {}):
+        if name not in valid_datasets:
+            raise UnknownNameError("dataset", name, valid_datasets, where=f"datasets.{name}")
+    for name in defined_local:
+        opts = config.dataset_options(name)
+        missing = [k for k in ("language", "source") if k not in opts]
+        if missing:
+            raise ValueError(f"datasets.{name}: a local-source corpus needs {' and '.join(missing)}")
+    for i, name in enumerate(config.attacks):
+        ATTACKS.check(name, where=f"grid.attacks[{i}]")
+    for i, name in enumerate(config.models):
+        MODELS.check(name, where=f"grid.models[{i}]")
+    for i, name in enumerate(config.protocols):
+        PROTOCOLS.check(name, where=f"evaluation.protocols[{i}]")
+    split = config.raw["extraction"]["split"]
+    if split["train"] + split["valid"] + split["test"] != 100:
+        raise ValueError(f"extraction.split: train + valid + test must be 100, not {sum(split.values())}")
+
+
+def check_sources(config: Config) -> None:
+    """Fail before any job starts if a local corpus's source directory is missing or unreadable."""
+    from csbench.datasets.local import SourceError, resolve_source
+
+    for name in config.datasets:
+        opts = config.dataset_options(name)
+        if config.dataset_kind(name) == LOCAL_SOURCE_KIND:
+            try:
+                resolve_source(str(opts["source"]))
+            except SourceError as err:
+                raise ConfigError(f"{'+'.join(config.sources)}: datasets.{name}.source: {err}") from None

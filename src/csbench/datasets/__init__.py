@@ -1,0 +1,12 @@
+"""Dataset registry: declarative metadata plus a builder that writes the common record schema."""
+
+from __future__ import annotations
+
+from csbench.datasets.base import RECORD_COLUMNS, SPLITS, DatasetSpec
+from csbench.datasets.local import LOCAL_SOURCE_KIND, PYTHON_STDLIB
+from csbench.registry import Registry
+
+DATASETS: Registry[DatasetSpec] = Registry("dataset")
+DATASETS.register(PYTHON_STDLIB.name, PYTHON_STDLIB)
+
+__all__ = ["DATASETS", "LOCAL_SOURCE_KIND", "RECORD_COLUMNS", "SPLITS", "DatasetSpec"]

@@ -1,0 +1,1 @@
+"""Evaluation: retrieval protocols, metrics, per-query run files."""

@@ -1,0 +1,45 @@
+"""Rank-based retrieval metrics. A rank is 1-based; ties count against the model upstream."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+RECALL_CUTOFFS = (1, 5, 10)
+
+
+def reciprocal_ranks(ranks: np.ndarray, cutoff: int | None = None) -> np.ndarray:
+    """1 / rank, and 0 where the rank is beyond ``cutoff`` (MRR@cutoff)."""
+    ranks = np.asarray(ranks, dtype=np.float64)
+    rr = 1.0 / ranks
+    if cutoff is not None:
+        rr[ranks > cutoff] = 0.0
+    return rr
+
+
+def rank_metrics(ranks: np.ndarray, cutoff: int | None = None) -> dict[str, float | int | None]:
+    """MRR (cut at ``cutoff`` if given), R@1/5/10, mean and median rank over queries."""
+    ranks = np.asarray(ranks)
+    if ranks.size == 0:
+        metrics: dict[str, float | int | None] = {"mrr": None}
+        metrics.update({f"r@{k}": None for k in RECALL_CUTOFFS})
+        metrics.update({"mean_rank": None, "median_rank": None, "n_queries": 0})
+        return metrics
+    metrics = {"mrr": float(reciprocal_ranks(ranks, cutoff).mean())}
+    metrics.update({f"r@{k}": float((ranks <= k).mean()) for k in RECALL_CUTOFFS})
+    metrics["mean_rank"] = float(ranks.mean())
+    metrics["median_rank"] = float(np.median(ranks))
+    metrics["n_queries"] = int(ranks.size)
+    return metrics
+
+
+def rank_of_correct(scores: np.ndarray, correct: int) -> int:
+    """Number of candidates scoring at least as high as the correct one (ties against the model).
+
+    NaN scores are treated as the worst possible score; a NaN on the correct answer ranks it last.
+    """
+    target = scores[correct]
+    if math.isnan(target):
+        return int(scores.size)
+    return int(np.count_nonzero(scores >= target))

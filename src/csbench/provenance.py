@@ -1,0 +1,70 @@
+"""Provenance of a run: code version, config hash, input checksums, package versions, timings."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from csbench import __version__
+from csbench.io import canonical_hash, sha256_file
+
+PACKAGES = ("numpy", "pandas", "pyarrow", "bm25s", "tree-sitter", "tree-sitter-languages", "torch", "transformers")
+
+
+def git_state(cwd: str | Path = ".") -> dict[str, Any]:
+    """Commit and dirty flag of the working tree, or None outside a git checkout."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": bool(status.strip())}
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version(), "csbench": __version__}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def provenance(
+    *,
+    phase: str,
+    params: dict[str, Any],
+    inputs: list[str | Path],
+    seed: int | None,
+    timings: dict[str, float],
+    device: str = "cpu",
+) -> dict[str, Any]:
+    return {
+        "phase": phase,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "git": git_state(),
+        "params": params,
+        "params_sha256": canonical_hash(params),
+        "inputs": {str(p): sha256_file(p) for p in inputs},
+        "packages": package_versions(),
+        "seed": seed,
+        "device": device,
+        "host": platform.node(),
+        "argv": sys.argv,
+        "timings_s": timings,
+    }

@@ -1,0 +1,1 @@
+"""Collecting run records into the results database and summary tables."""

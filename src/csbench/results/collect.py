@@ -1,0 +1,134 @@
+"""Build the results database (SQLite) and the summary table from per-run records.
+
+Jobs never write to the database: this phase rebuilds it from the run records each time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+
+from csbench.io import atomic_path, write_text
+
+SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank")
+RUN_COLUMNS = ("study", "dataset", "language", "attack", "model", "loss", "seed", "inference")
+
+
+def load_run(run_dir: Path) -> tuple[dict, dict]:
+    metrics_path, provenance_path = run_dir / "metrics.json", run_dir / "provenance.json"
+    for path in (metrics_path, provenance_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"run record {path} is missing: run the evaluate phase for {run_dir} first")
+    return json.loads(metrics_path.read_text()), json.loads(provenance_path.read_text())
+
+
+def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Long table of scores (one row per run × protocol × metric) and a table of run provenance."""
+    score_rows, run_rows = [], []
+    for run_dir in run_dirs:
+        metrics, prov = load_run(run_dir)
+        run = metrics["run"]
+        run_id = "/".join(str(run[k]) for k in ("dataset", "attack", "model", "loss", "seed", "inference"))
+        run_rows.append(
+            {
+                "run_id": run_id,
+                **{k: run.get(k) for k in RUN_COLUMNS},
+                "git_commit": prov["git"]["commit"],
+                "git_dirty": prov["git"]["dirty"],
+                "params_sha256": prov["params_sha256"],
+                "inputs_sha256": json.dumps(prov["inputs"], sort_keys=True),
+                "packages": json.dumps(prov["packages"], sort_keys=True),
+                "device": prov["device"],
+                "created": prov["created"],
+                "wall_s": prov["timings_s"].get("total_s"),
+            }
+        )
+        for score in metrics["scores"]:
+            score_rows.append(
+                {
+                    "run_id": run_id,
+                    **{k: run.get(k) for k in RUN_COLUMNS},
+                    "perturbation": "none",
+                    "ratio": 0.0,
+                    "protocol": score["protocol"],
+                    "metric": score["metric"],
+                    "value": score["value"],
+                }
+            )
+    return pd.DataFrame(score_rows), pd.DataFrame(run_rows)
+
+
+def write_database(path: Path, scores: pd.DataFrame, runs: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        with sqlite3.connect(tmp) as con:
+            scores.to_sql("scores", con, index=False)
+            runs.to_sql("runs", con, index=False)
+            con.execute("CREATE INDEX scores_run ON scores(run_id)")
+            con.execute(
+                "CREATE VIEW results AS SELECT s.*, r.git_commit, r.params_sha256, r.created "
+                "FROM scores s JOIN runs r USING (run_id)"
+            )
+        # sqlite3's context manager commits but does not close
+        con.close()
+
+
+def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """One row per run and protocol, one column per metric."""
+    keys = ["dataset", "attack", "model", "loss", "seed", "inference", "protocol"]
+    wide = scores.pivot_table(index=keys, columns="metric", values="value", aggfunc="first", dropna=False)
+    wide = wide.reset_index()
+    columns = keys + [m for m in ("n_queries", *SUMMARY_METRICS) if m in wide.columns]
+    return wide[columns].sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def _fmt(value: object, metric: str) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "n/a"
+    if metric == "n_queries":
+        return str(int(value))
+    if metric in ("mean_rank", "median_rank"):
+        return f"{float(value):.1f}"
+    return f"{float(value):.4f}"
+
+
+def summary_markdown(table: pd.DataFrame, study: str, notes: dict[str, str]) -> str:
+    lines = [
+        f"# csbench results: study `{study}`",
+        "",
+        "One row per run and retrieval protocol. MRR under `full-corpus` is cut at rank 1,000; "
+        "ranks count ties against the model. `n/a`: the protocol evaluated no query (see notes).",
+        "",
+        "| " + " | ".join(table.columns) + " |",
+        "|" + "|".join("---" if c in ("dataset", "attack", "model", "loss", "inference", "protocol") else "---:"
+                       for c in table.columns) + "|",
+    ]
+    for row in table.itertuples(index=False):
+        cells = [
+            _fmt(v, c) if c in ("n_queries", *SUMMARY_METRICS) else str(v)
+            for c, v in zip(table.columns, row, strict=True)
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"- {key}: {text}" for key, text in sorted(notes.items())]
+    return "\n".join(lines) + "\n"
+
+
+def aggregate(run_dirs: list[Path], out_dir: Path, study: str) -> pd.DataFrame:
+    scores, runs = collect(run_dirs)
+    table = summary_table(scores)
+    notes: dict[str, str] = {}
+    for run_dir in run_dirs:
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        for protocol, info in metrics.get("protocols", {}).items():
+            if info.get("note"):
+                notes[f"{metrics['run']['dataset']}/{metrics['run']['attack']} {protocol}"] = info["note"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_database(out_dir / "results.db", scores, runs)
+    with atomic_path(out_dir / "summary.csv") as tmp:
+        table.to_csv(tmp, index=False)
+    write_text(out_dir / "summary.md", summary_markdown(table, study, notes))
+    return table

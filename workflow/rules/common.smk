@@ -1,0 +1,49 @@
+# Shared Python for the rules: validate the config before any job, grid, wildcard constraints.
+import json
+import re
+import shlex
+import sys
+
+from csbench import paths
+from csbench.config import ConfigError, check_sources, load_config, merge, validate_config
+from csbench.datasets import SPLITS
+
+
+def _config_files():
+    """The config files snakemake merged, in order: params.yaml, then any --configfile."""
+    files = ["params.yaml", *map(str, workflow.overwrite_configfiles)]
+    return list(dict.fromkeys(files))
+
+
+CONFIG_FILES = _config_files()
+try:
+    CFG = load_config(CONFIG_FILES)
+    if CFG.raw != config:
+        raise ConfigError(
+            "command-line --config KEY=VALUE overrides are not supported (the csbench jobs would not "
+            "see them); put the change in a config file and pass it with --configfile"
+        )
+    check_sources(CFG)
+except ConfigError as err:
+    sys.exit(f"csbench: invalid config: {err}")
+
+CSBENCH = f"{shlex.quote(sys.executable)} -m csbench --quiet"
+CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
+SUMMARY_FILES = paths.SUMMARY_FILES
+RUNS = CFG.runs()
+
+
+def _alternatives(names):
+    return "|".join(map(re.escape, names))
+
+
+wildcard_constraints:
+    dataset=_alternatives(CFG.datasets),
+    attack=_alternatives(CFG.attacks),
+    model=_alternatives(CFG.models),
+    split=_alternatives(SPLITS),
+
+
+def tracked(*keys):
+    """The config sub-tree a job reads, as JSON: a change to it (and only to it) reruns the job."""
+    return json.dumps(CFG.section(*keys), sort_keys=True)

@@ -1,0 +1,20 @@
+rule evaluate:
+    input:
+        test="data/attacked/{dataset}/{attack}/test.parquet",
+    output:
+        metrics="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/metrics.json",
+        provenance="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/provenance.json",
+        ranks="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/ranks.tsv",
+        trec=expand(
+            "results/runs/{{dataset}}/{{attack}}/{{model}}/{{loss}}/{{seed}}/{{inference}}/run.{protocol}.trec.gz",
+            protocol=CFG.protocols,
+        ),
+    params:
+        model=lambda w: tracked("models", w.model),
+        evaluation=tracked("evaluation"),
+    log:
+        "logs/evaluate/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
+    shell:
+        "{CSBENCH} evaluate {CONFIG_ARGS} --dataset {wildcards.dataset} --attack {wildcards.attack} "
+        "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} "
+        "--inference {wildcards.inference} > {log} 2>&1"
