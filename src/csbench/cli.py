@@ -164,12 +164,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     write_json(
         out / "metrics.json",
-        {"run": {"study": config.study, "language": language, **run.as_dict()}, "scores": scores,
-         "protocols": protocol_info},
+        {
+            "run": {"study": config.study, "language": language, **run.as_dict()},
+            "scores": scores,
+            "protocols": protocol_info,
+        },
     )
-    summary = ", ".join(
-        f"{n} MRR {o.metrics()['mrr']:.4f}" if o.ranks else f"{n} n/a" for n, o in outcomes.items()
-    )
+    summary = ", ".join(f"{n} MRR {o.metrics()['mrr']:.4f}" if o.ranks else f"{n} n/a" for n, o in outcomes.items())
     log.info("%s: %s (%d test records, %.1f s)", run.path, summary, len(pool), timings["total_s"])
     return 0
 
@@ -229,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s csbench %(levelname)s %(message)s")
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
     try:
         return args.func(args)
     except (ConfigError, UnknownNameError, FileNotFoundError, ValueError, RuntimeError) as err:

@@ -56,7 +56,7 @@ def provenance(
 ) -> dict[str, Any]:
     return {
         "phase": phase,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "git": git_state(),
         "params": params,
         "params_sha256": canonical_hash(params),

@@ -57,6 +57,5 @@ def check_languages(attack: Attack, languages: list[str]) -> None:
     missing = sorted(set(languages) - set(attack.languages))
     if missing:
         raise ValueError(
-            f"attack {attack.name!r} is implemented for {', '.join(attack.languages)}, "
-            f"not for {', '.join(missing)}"
+            f"attack {attack.name!r} is implemented for {', '.join(attack.languages)}, not for {', '.join(missing)}"
         )

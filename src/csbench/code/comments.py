@@ -19,9 +19,9 @@ def python_docstring_node(owner: Node) -> Node | None:
     for child in body.named_children:
         if child.type == "comment":
             continue
-        if child.type == "expression_statement" and child.named_child_count == 1:
-            if child.named_children[0].type in _PY_STRINGS:
-                return child
+        is_string_statement = child.type == "expression_statement" and child.named_child_count == 1
+        if is_string_statement and child.named_children[0].type in _PY_STRINGS:
+            return child
         return None
     return None
 
@@ -66,9 +66,7 @@ def remove_comments(code: str, language: str) -> str:
                 continue
             start, end, whole = _line_bounds(data, doc.start_byte, doc.end_byte)
             body = doc.parent
-            only_statement = body is not None and all(
-                c.type == "comment" or c == doc for c in body.named_children
-            )
+            only_statement = body is not None and all(c.type == "comment" or c == doc for c in body.named_children)
             if whole and not (only_statement and node.type != "module"):
                 edits.append((start, end, b""))
             elif whole:  # keep the body non-empty

@@ -176,7 +176,7 @@ def split_statistics(frame: pd.DataFrame) -> dict[str, dict]:
     for split in SPLITS:
         part = frame[frame["split"] == split]
         stats[split] = {
-            "pairs": int(len(part)),
+            "pairs": len(part),
             "query_tokens": _mean_std([len(docstring_tokens(q)) for q in part["query"]]),
             "code_tokens": _mean_std([len(subtokens(c)) for c in part["code"]]),
         }
