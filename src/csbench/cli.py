@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -82,6 +83,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         FilterSettings(extraction["min_query_tokens"], extraction["min_code_lines"]),
         SplitSettings(**extraction["split"]),
         progress=not args.quiet,
+        workers=args.jobs,
     )
     out = paths.prepared_dir(args.dataset)
     for split, file in paths.split_files(out).items():
@@ -203,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prepare", help="build a dataset in the common schema under data/prepared/")
     _add_config(p)
     p.add_argument("--dataset", required=True)
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("attack", help="apply a code attack to every split of a prepared dataset")

@@ -149,7 +149,10 @@ def load_config(paths: list[str | Path] | str | Path) -> Config:
 def _schema() -> dict[str, Any]:
     if not SCHEMA_PATH.is_file():
         raise ConfigError(f"schema {SCHEMA_PATH} is missing: csbench must run from its source checkout")
-    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+    try:
+        return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"schema {SCHEMA_PATH} cannot be read: {err}") from None
 
 
 def _key_path(path: Any) -> str:

@@ -3,7 +3,12 @@ rule attack:
         splits=expand("data/prepared/{{dataset}}/{split}.parquet", split=SPLITS),
     output:
         splits=expand("data/attacked/{{dataset}}/{{attack}}/{split}.parquet", split=SPLITS),
+    params:
+        cli=CSBENCH,
+        configs=CONFIG_ARGS,
     log:
         "logs/attack/{dataset}/{attack}.log",
+    conda:
+        ENV
     shell:
-        "{CSBENCH} attack {CONFIG_ARGS} --dataset {wildcards.dataset} --attack {wildcards.attack} > {log} 2>&1"
+        "{params.cli} attack {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} > {log} 2>&1"

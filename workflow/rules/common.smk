@@ -27,7 +27,16 @@ try:
 except ConfigError as err:
     sys.exit(f"csbench: invalid config: {err}")
 
-CSBENCH = f"{shlex.quote(sys.executable)} -m csbench --quiet"
+def _csbench_command():
+    """How jobs call csbench: this interpreter, or the conda env's python under --sdm conda."""
+    methods = getattr(workflow.deployment_settings, "deployment_method", ()) or ()
+    if any("conda" in str(m).lower() for m in methods):
+        return "python -m csbench --quiet"
+    return f"{shlex.quote(sys.executable)} -m csbench --quiet"
+
+
+CSBENCH = _csbench_command()
+ENV = "../envs/csbench.yaml"
 CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
 SUMMARY_FILES = paths.SUMMARY_FILES
 RUNS = CFG.runs()

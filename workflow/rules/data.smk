@@ -4,9 +4,14 @@ rule prepare:
         card="data/prepared/{dataset}/card.json",
         card_md="data/prepared/{dataset}/card.md",
     params:
+        cli=CSBENCH,
+        configs=CONFIG_ARGS,
         dataset=lambda w: tracked("datasets", w.dataset),
         extraction=tracked("extraction"),
     log:
         "logs/prepare/{dataset}.log",
+    threads: workflow.cores
+    conda:
+        ENV
     shell:
-        "{CSBENCH} prepare {CONFIG_ARGS} --dataset {wildcards.dataset} > {log} 2>&1"
+        "{params.cli} prepare {params.configs} --dataset {wildcards.dataset} --jobs {threads} > {log} 2>&1"

@@ -10,11 +10,15 @@ rule evaluate:
             protocol=CFG.protocols,
         ),
     params:
+        cli=CSBENCH,
+        configs=CONFIG_ARGS,
         model=lambda w: tracked("models", w.model),
         evaluation=tracked("evaluation"),
     log:
         "logs/evaluate/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
+    conda:
+        ENV
     shell:
-        "{CSBENCH} evaluate {CONFIG_ARGS} --dataset {wildcards.dataset} --attack {wildcards.attack} "
+        "{params.cli} evaluate {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
         "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} "
         "--inference {wildcards.inference} > {log} 2>&1"

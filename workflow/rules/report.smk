@@ -8,8 +8,12 @@ rule aggregate:
     output:
         summary=expand("results/{name}", name=SUMMARY_FILES),
     params:
+        cli=CSBENCH,
+        configs=CONFIG_ARGS,
         study=tracked("study"),
     log:
         "logs/aggregate.log",
+    conda:
+        ENV
     shell:
-        "{CSBENCH} aggregate {CONFIG_ARGS} > {log} 2>&1"
+        "{params.cli} aggregate {params.configs} > {log} 2>&1"

@@ -10,7 +10,7 @@ _DOCSTRING_TOKENIZER = re.compile(
 )
 # Words of an identifier: acronyms before a capitalised word, capitalised / lower words, digits.
 _SUBTOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_WORD = re.compile(r"[A-Za-z0-9_]+")
+_WORD = re.compile(r"\w+")  # Unicode-aware: identifiers and prose may be non-ASCII
 
 
 def docstring_tokens(text: str) -> list[str]:
@@ -23,9 +23,14 @@ def subtokens(text: str) -> list[str]:
 
     >>> subtokens("def getHTTPResponse_code(self, x2):")
     ['def', 'get', 'http', 'response', 'code', 'self', 'x', '2']
+    >>> subtokens("Сортировка списка")
+    ['сортировка', 'списка']
     """
     out: list[str] = []
     for word in _WORD.findall(text):
         for part in word.split("_"):
-            out.extend(piece.lower() for piece in _SUBTOKEN.findall(part))
+            if part.isascii():
+                out.extend(piece.lower() for piece in _SUBTOKEN.findall(part))
+            elif part:  # no ASCII case rules to split on: keep the word whole
+                out.append(part.lower())
     return out

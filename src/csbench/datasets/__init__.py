@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from csbench.datasets.base import RECORD_COLUMNS, SPLITS, DatasetSpec
-from csbench.datasets.local import LOCAL_SOURCE_KIND, PYTHON_STDLIB
+from csbench.datasets.local import LOCAL_SOURCE_KIND, PYTHON_PACKAGES, PYTHON_STDLIB
 from csbench.registry import Registry
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
 DATASETS.register(PYTHON_STDLIB.name, PYTHON_STDLIB)
+DATASETS.register(PYTHON_PACKAGES.name, PYTHON_PACKAGES)
 
 __all__ = ["DATASETS", "LOCAL_SOURCE_KIND", "RECORD_COLUMNS", "SPLITS", "DatasetSpec"]

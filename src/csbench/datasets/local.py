@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import multiprocessing
 import os
 import sys
 import sysconfig
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +17,14 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from csbench.code.extract import FilterSettings, normalized_code_key, python_functions, rejection_reason
+from csbench.code.extract import (
+    FilterSettings,
+    Function,
+    normalized_code_key,
+    python_functions,
+    rejection_reason,
+)
+from csbench.code.parsing import parse
 from csbench.code.tokens import docstring_tokens, subtokens
 from csbench.datasets.base import RECORD_COLUMNS, SPLITS, DatasetSpec
 
@@ -24,6 +33,7 @@ log = logging.getLogger(__name__)
 LOCAL_SOURCE_KIND = "local-source"
 SUFFIXES = {"python": (".py",)}
 STDLIB = "stdlib"
+SITE_PACKAGES = "site-packages"
 
 PYTHON_STDLIB = DatasetSpec(
     name="python-stdlib",
@@ -41,6 +51,27 @@ PYTHON_STDLIB = DatasetSpec(
 )
 
 
+# Third-party packages pinned by requirements.lock: a larger corpus (the stdlib's test split is
+# under 1,000 functions, too small for csn-1000). Well-documented scientific Python packages.
+PYTHON_PACKAGES = DatasetSpec(
+    name="python-packages",
+    kind=LOCAL_SOURCE_KIND,
+    languages=("python",),
+    description="Documented functions of pinned scientific Python packages installed with csbench.",
+    licence=(
+        "per package: BSD-3-Clause (numpy, pandas, scipy, networkx, sympy), Apache-2.0 (nltk), PSF-based (matplotlib)"
+    ),
+    citation="the packages' own citations; versions in the dataset card",
+    defaults={
+        "language": "python",
+        "source": SITE_PACKAGES,
+        "include_dirs": ["numpy", "pandas", "scipy", "networkx", "nltk", "sympy", "matplotlib"],
+        "exclude_dirs": ["tests", "test", "testing", "_vendor", "vendored", "__pycache__"],
+        "max_files": None,
+    },
+)
+
+
 class SourceError(RuntimeError):
     """The source directory of a local corpus is missing or unreadable."""
 
@@ -53,8 +84,14 @@ class SplitSettings:
 
 
 def resolve_source(source: str) -> Path:
-    """``stdlib`` means the standard library of the running interpreter; anything else is a path."""
-    path = Path(sysconfig.get_paths()["stdlib"]) if source == STDLIB else Path(source).expanduser()
+    """``stdlib``: the running interpreter's standard library; ``site-packages``: the packages
+    installed in the running environment (pinned by requirements.lock); anything else is a path."""
+    if source == STDLIB:
+        path = Path(sysconfig.get_paths()["stdlib"])
+    elif source == SITE_PACKAGES:
+        path = Path(sysconfig.get_paths()["purelib"])
+    else:
+        path = Path(source).expanduser()
     if not path.is_dir():
         raise SourceError(f"source directory {str(path)!r} does not exist or is not a directory")
     if not os.access(path, os.R_OK | os.X_OK):
@@ -62,14 +99,26 @@ def resolve_source(source: str) -> Path:
     return path
 
 
-def source_files(root: Path, language: str, exclude_dirs: list[str], max_files: int | None) -> list[Path]:
-    """Source files below ``root`` in sorted order, skipping excluded directory names."""
+def source_files(
+    root: Path,
+    language: str,
+    exclude_dirs: list[str],
+    max_files: int | None,
+    include_dirs: list[str] | None = None,
+) -> list[Path]:
+    """Source files below ``root`` (only below its sub-directories ``include_dirs`` if given), in
+    sorted order, skipping directories named in ``exclude_dirs`` at any depth."""
     suffixes = SUFFIXES[language]
     excluded = set(exclude_dirs)
+    starts = [root / d for d in include_dirs] if include_dirs else [root]
+    missing = [str(p) for p in starts if not p.is_dir()]
+    if missing:
+        raise SourceError(f"include_dirs not found below {str(root)!r}: {', '.join(missing)}")
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in excluded)
-        found.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(suffixes))
+    for start in starts:
+        for dirpath, dirnames, filenames in os.walk(start):
+            dirnames[:] = sorted(d for d in dirnames if d not in excluded)
+            found.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(suffixes))
     found.sort()
     return found[:max_files] if max_files else found
 
@@ -89,16 +138,77 @@ def source_identity(root: Path, source: str) -> tuple[str, str]:
     if source == STDLIB:
         version = ".".join(map(str, sys.version_info[:3]))
         return f"python/cpython@v{version}", f"https://github.com/python/cpython/blob/v{version}/Lib/"
+    if source == SITE_PACKAGES:
+        return "site-packages", "file:///site-packages/"  # machine-independent; versions are in the card
     return root.name, root.resolve().as_uri() + "/"
 
 
+@dataclass(frozen=True)
+class _FileResult:
+    rel: str
+    status: str  # "ok", "undecodable", "unparsable"
+    digest: bytes
+    functions: tuple[tuple[Function, str | None, str], ...] = ()  # (function, rejection, dedup key)
+
+
+def _extract_file(job: tuple[Path, str, str, FilterSettings]) -> _FileResult:
+    """Extract and filter the documented functions of one file (runs in a worker process)."""
+    file, rel, language, filters = job
+    data = file.read_bytes()
+    digest = hashlib.sha256(rel.encode() + b"\0" + data).digest()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _FileResult(rel, "undecodable", digest)
+    if parse(data, language).root_node.has_error:
+        return _FileResult(rel, "unparsable", digest)
+    found = []
+    for fn in python_functions(text):
+        reason = rejection_reason(fn, filters)
+        key = "" if reason else hashlib.sha1(normalized_code_key(fn.code_no_comment, language).encode()).hexdigest()
+        found.append((fn, reason, key))
+    return _FileResult(rel, "ok", digest, tuple(found))
+
+
+def _map_files(jobs: list, workers: int, desc: str, progress: bool):
+    """Results of ``_extract_file`` in input order, over ``workers`` processes."""
+    bar = tqdm(total=len(jobs), desc=desc, unit="file", disable=not progress, mininterval=2)
+    if workers <= 1:
+        for job in jobs:
+            yield _extract_file(job)
+            bar.update()
+    else:
+        # fork: workers inherit the loaded parsers and need no importable __main__ (unlike spawn)
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+            for result in pool.map(_extract_file, jobs, chunksize=16):
+                yield result
+                bar.update()
+    bar.close()
+
+
 def build_local_corpus(
-    name: str, options: dict, filters: FilterSettings, splits: SplitSettings, progress: bool = True
+    name: str,
+    options: dict,
+    filters: FilterSettings,
+    splits: SplitSettings,
+    progress: bool = True,
+    workers: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
-    """Extract, filter, de-duplicate and split a corpus. Returns the records and the card data."""
+    """Extract, filter, de-duplicate and split a corpus. Returns the records and the card data.
+
+    Files are processed in sorted order and duplicates resolved in that order (the first copy is
+    kept), so the result does not depend on ``workers``.
+    """
     language = options["language"]
     root = resolve_source(options["source"])
-    files = source_files(root, language, list(options.get("exclude_dirs") or []), options.get("max_files"))
+    files = source_files(
+        root,
+        language,
+        list(options.get("exclude_dirs") or []),
+        options.get("max_files"),
+        list(options.get("include_dirs") or []),
+    )
     if not files:
         raise SourceError(f"no {language} files found below {str(root)!r}")
     repo, url_prefix = source_identity(root, options["source"])
@@ -107,42 +217,32 @@ def build_local_corpus(
     rows = []
     seen_keys: set[str] = set()
     content = hashlib.sha256()
-    for file in tqdm(files, desc=f"extract {name}", unit="file", disable=not progress, mininterval=2):
-        rel = file.relative_to(root).as_posix()
-        data = file.read_bytes()
-        content.update(rel.encode() + b"\0" + data + b"\0")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            skipped["undecodable"].append(rel)
+    jobs = [(file, file.relative_to(root).as_posix(), language, filters) for file in files]
+    for result in _map_files(jobs, workers, f"extract {name}", progress):
+        content.update(result.digest)
+        if result.status != "ok":
+            skipped[result.status].append(result.rel)
             continue
-        from csbench.code.parsing import parse
-
-        if parse(data, language).root_node.has_error:
-            skipped["unparsable"].append(rel)
-            continue
-        split = split_of(rel, splits)
-        for fn in python_functions(text):
+        split = split_of(result.rel, splits)
+        for fn, reason, key in result.functions:
             counts["documented_functions"] += 1
-            reason = rejection_reason(fn, filters)
             if reason:
                 counts[f"dropped_{reason}"] += 1
                 continue
-            key = hashlib.sha1(normalized_code_key(fn.code_no_comment, language).encode()).hexdigest()
             if key in seen_keys:
                 counts["dropped_duplicate"] += 1
                 continue
             seen_keys.add(key)
             rows.append(
                 {
-                    "id": f"{name}/{rel}#L{fn.start_line}",
+                    "id": f"{name}/{result.rel}#L{fn.start_line}",
                     "language": language,
                     "query": fn.query,
                     "code": fn.code,
                     "func_name": fn.func_name,
                     "repo": repo,
-                    "path": rel,
-                    "url": f"{url_prefix}{rel}#L{fn.start_line}-L{fn.end_line}",
+                    "path": result.rel,
+                    "url": f"{url_prefix}{result.rel}#L{fn.start_line}-L{fn.end_line}",
                     "split": split,
                     "docstring": fn.docstring,
                 }
@@ -160,7 +260,18 @@ def build_local_corpus(
         "extraction": dict(sorted(counts.items())),
         "splits": split_statistics(frame),
     }
+    if options["source"] == SITE_PACKAGES:
+        card["package_versions"] = {d: _distribution_version(d) for d in options.get("include_dirs") or []}
     return frame, card
+
+
+def _distribution_version(package: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _mean_std(values: list[int]) -> dict[str, float]:

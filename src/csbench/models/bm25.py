@@ -70,6 +70,8 @@ class BM25Retriever:
         if self._name_index is None or self._code_index is None:
             raise RuntimeError("index() must be called before scores()")
         tokens = subtokens(query)
+        if not tokens:  # bm25s indexes tokens[0]; a query with no subtoken matches nothing
+            return np.zeros(self._code_index.scores["num_docs"], dtype=np.float64)
         name = self.name_boost * self._name_index.get_scores(tokens)
         code = self.code_boost * self._code_index.get_scores(tokens)
         if self.combine == "sum":

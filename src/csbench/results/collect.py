@@ -78,8 +78,8 @@ def write_database(path: Path, scores: pd.DataFrame, runs: pd.DataFrame) -> None
 def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
     """One row per run and protocol, one column per metric."""
     keys = ["dataset", "attack", "model", "loss", "seed", "inference", "protocol"]
-    wide = scores.pivot_table(index=keys, columns="metric", values="value", aggfunc="first", dropna=False)
-    wide = wide.reset_index()
+    # pivot (not pivot_table): rows only for runs that exist, no Cartesian product of the keys
+    wide = scores.pivot(index=keys, columns="metric", values="value").reset_index()
     columns = keys + [m for m in ("n_queries", *SUMMARY_METRICS) if m in wide.columns]
     return wide[columns].sort_values(keys, kind="stable").reset_index(drop=True)
 

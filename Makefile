@@ -1,0 +1,24 @@
+# The two entry points of the README. Both set up first (idempotent, quick when done).
+.PHONY: setup run test repro lint
+SHELL := /bin/bash
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+export DVC_NO_ANALYTICS := 1
+CORES ?= all
+
+setup:
+	@bash scripts/setup.sh
+
+## run: the default study (params.yaml) through snakemake; results in results/summary.md
+run: setup
+	bash scripts/snakemake.sh --cores $(CORES)
+
+## test: unit and end-to-end tests, ruff and snakemake --lint
+test: setup
+	python -m pytest
+
+## repro: the same study through DVC (needs a git checkout)
+repro: setup
+	dvc repro
+
+lint: setup
+	ruff check . && snakemake --lint --cores 1

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Set up csbench on a fresh machine: Debian packages (when apt is usable), a virtualenv in .venv
+# with torch 2.13.0 (CPU) installed first and everything else pinned by requirements.lock.
+# Idempotent: a second run checks stamps and returns in about a second.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+VENV=.venv
+STAMPS=$VENV/.csbench-stamps
+PYTHON=${PYTHON:-python3}
+# System packages later phases need: WordNet for synonym perturbations (nltk reads its files),
+# apertium with the English→Spanish pair for the comment-translation attack.
+APT_PACKAGES=(wordnet-base wordnet-sense-index apertium apertium-eng-spa)
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+install_system_packages() {
+  local missing=()
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    say "no dpkg: install ${APT_PACKAGES[*]} by hand for synonym perturbations and translation attacks"
+    return 0
+  fi
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; else
+      say "cannot install ${missing[*]} (not root, no sudo): the features needing them will say so"
+      return 0
+    fi
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}" >/dev/null; }; then
+    say "apt-get failed for ${missing[*]}: the features needing them will fail with a message"
+  fi
+}
+
+create_venv() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" - <<'PY' || { say "csbench needs Python 3.11 (the pinned torch 2.13.0 CPU build is for 3.11)"; exit 1; }
+import sys
+sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)
+PY
+    say "creating $VENV"
+    "$PYTHON" -m venv "$VENV"
+  fi
+}
+
+install_python_packages() {
+  local want have=""
+  want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+  [ -f "$STAMPS/python" ] && have=$(cat "$STAMPS/python")
+  if [ "$want" = "$have" ] && "$VENV/bin/python" -c "import csbench" 2>/dev/null; then
+    return 0
+  fi
+  local pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+  say "installing torch==2.13.0 first (CPU build), then requirements.lock"
+  "${pip[@]}" install torch==2.13.0
+  local constraint
+  constraint=$(mktemp)
+  echo "torch==2.13.0" >"$constraint"
+  "${pip[@]}" install -c "$constraint" -r requirements.lock
+  "${pip[@]}" install --no-deps -e .
+  rm -f "$constraint"
+  "$VENV/bin/python" - <<'PY'
+import importlib.metadata as md
+assert md.version("torch").startswith("2.13.0"), md.version("torch")
+assert md.version("tree-sitter") == "0.21.3", "tree-sitter-languages needs tree-sitter 0.21.3"
+PY
+  mkdir -p "$STAMPS"
+  echo "$want" >"$STAMPS/python"
+}
+
+install_system_packages
+create_venv
+install_python_packages
+say "ready ($VENV)"

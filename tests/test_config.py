@@ -1,0 +1,333 @@
+"""The experiment config (csbench.config) and the CLI surface that reports its errors.
+
+Every error names the file and the key, lists the valid names and suggests the closest one; the
+JSON schema's enums and the package registries must not drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from csbench.attacks import ATTACKS
+from csbench.cli import main
+from csbench.config import (
+    SCHEMA_PATH,
+    ConfigError,
+    check_sources,
+    load_config,
+    merge,
+    read_yaml,
+    validate_config,
+)
+from csbench.datasets import DATASETS
+from csbench.evaluate.protocols import PROTOCOLS
+from csbench.models import MODELS
+from csbench.models.bm25 import BM25Retriever
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PARAMS = PROJECT_ROOT / "params.yaml"
+TINY = PROJECT_ROOT / "workflow" / "configs" / "tiny.yaml"
+
+
+@pytest.fixture
+def raw() -> dict[str, Any]:
+    return yaml.safe_load(PARAMS.read_text(encoding="utf-8"))
+
+
+def _write(tmp_path: Path, data: dict[str, Any], name: str = "bad.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _error_of(tmp_path: Path, raw: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> str:
+    data = copy.deepcopy(raw)
+    change(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message  # names the file
+    return message
+
+
+# ---------------------------------------------------------------------------------------------
+# the repository's own configs
+
+
+def test_repo_params_validates(raw) -> None:
+    config = load_config(PARAMS)
+    assert config.study == raw["study"] == "default"
+    assert config.sources == (str(PARAMS),)
+    assert "python-stdlib" in config.datasets
+    assert config.datasets == raw["grid"]["datasets"]
+    assert config.attacks == raw["grid"]["attacks"] == ["none", "no_comment"]
+    assert config.models == raw["grid"]["models"] == ["bm25"]
+    assert config.protocols == ["full-corpus", "csn-1000"]
+    assert [run.path for run in config.runs()] == [
+        f"{d}/{a}/{m}/none/0/zero_shot" for d in config.datasets for a in config.attacks for m in config.models
+    ]
+    assert config.model_params("bm25") == BM25Retriever.DEFAULTS
+    check_sources(config)  # `stdlib` resolves to this interpreter's standard library
+
+
+def test_load_config_with_tiny_overlay() -> None:
+    config = load_config([PARAMS, TINY])
+    assert config.study == "tiny"
+    assert config.sources == (str(PARAMS), str(TINY))
+    assert config.dataset_options("python-stdlib")["max_files"] == 60
+    assert "lib2to3" in config.dataset_options("python-stdlib")["exclude_dirs"]  # list replaced
+    assert config.section("evaluation", "run_depth") == 10
+    assert config.section("extraction", "split") == {"train": 80, "valid": 10, "test": 10}  # from the base
+    assert config.model_params("bm25")["k1"] == 1.2
+    assert len(config.runs()) == 2
+
+
+def test_tiny_alone_is_incomplete() -> None:
+    with pytest.raises(ConfigError, match="required property"):
+        load_config(TINY)
+
+
+# ---------------------------------------------------------------------------------------------
+# schema and registries cannot drift
+
+
+def _schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "registry"),
+    [("grid", "attacks", ATTACKS), ("grid", "models", MODELS), ("evaluation", "protocols", PROTOCOLS)],
+)
+def test_schema_enums_equal_registry_names(section: str, key: str, registry) -> None:
+    enum = _schema()["properties"][section]["properties"][key]["items"]["enum"]
+    assert sorted(enum) == sorted(registry.names())
+    assert len(enum) == len(set(enum))
+
+
+def test_schema_bm25_keys_equal_model_defaults() -> None:
+    keys = _schema()["properties"]["models"]["properties"]["bm25"]["properties"]
+    assert set(keys) == set(BM25Retriever.DEFAULTS)
+    assert set(_schema()["properties"]["models"]["properties"]) == set(MODELS.names())
+
+
+def test_schema_path_is_the_repo_schema() -> None:
+    assert PROJECT_ROOT / "workflow" / "schemas" / "params.schema.yaml" == SCHEMA_PATH
+
+
+# ---------------------------------------------------------------------------------------------
+# misspelt names, keys and values
+
+
+@pytest.mark.parametrize(
+    ("key", "change", "valid", "suggestion"),
+    [
+        ("grid.datasets[0]", lambda r: r["grid"].update(datasets=["python-stdlb"]), DATASETS.names(), "python-stdlib"),
+        ("grid.attacks[1]", lambda r: r["grid"].update(attacks=["none", "no_coment"]), ATTACKS.names(), "no_comment"),
+        ("grid.models[0]", lambda r: r["grid"].update(models=["bm52"]), MODELS.names(), "bm25"),
+        (
+            "evaluation.protocols[1]",
+            lambda r: r["evaluation"].update(protocols=["full-corpus", "csn1000"]),
+            PROTOCOLS.names(),
+            "csn-1000",
+        ),
+        (
+            "datasets.python-stdlb",
+            lambda r: r.update(datasets={"python-stdlb": {"source": "stdlib"}}),
+            DATASETS.names(),
+            "python-stdlib",
+        ),
+    ],
+)
+def test_misspelt_name_names_key_lists_valid_and_suggests(tmp_path, raw, key, change, valid, suggestion) -> None:
+    message = _error_of(tmp_path, raw, change)
+    assert key in message
+    assert f"valid names: {', '.join(sorted(valid))}" in message
+    assert message.endswith(f"Did you mean {suggestion!r}?")
+
+
+def test_name_far_from_everything_gets_no_suggestion(tmp_path, raw) -> None:
+    message = _error_of(tmp_path, raw, lambda r: r["grid"].update(models=["xxxxxxxxxx"]))
+    assert "grid.models[0]" in message
+    assert "Did you mean" not in message
+
+
+def test_misspelt_key_names_it_and_suggests(tmp_path, raw) -> None:
+    message = _error_of(tmp_path, raw, lambda r: r["models"]["bm25"].update(k_1=1.0))
+    assert "models.bm25" in message
+    assert "'k_1'" in message
+    assert "Did you mean 'k1'?" in message
+
+
+def test_misspelt_top_level_key(tmp_path, raw) -> None:
+    message = _error_of(tmp_path, raw, lambda r: r.update(evalutaion=r["evaluation"]))
+    assert "'evalutaion'" in message
+    assert "Did you mean 'evaluation'?" in message
+
+
+def test_wrong_type_names_the_key(tmp_path, raw) -> None:
+    message = _error_of(tmp_path, raw, lambda r: r["models"]["bm25"].update(k1="abc"))
+    assert "models.bm25.k1" in message
+    assert "'abc'" in message
+    assert "number" in message
+
+
+def test_out_of_range_value_names_the_key(tmp_path, raw) -> None:
+    message = _error_of(tmp_path, raw, lambda r: r["models"]["bm25"].update(b=1.5))
+    assert "models.bm25.b" in message
+
+
+@pytest.mark.parametrize(("train", "valid", "test"), [(80, 10, 5), (80, 20, 10)])
+def test_split_percentages_must_add_to_100(tmp_path, raw, train, valid, test) -> None:
+    split = {"train": train, "valid": valid, "test": test}
+    message = _error_of(tmp_path, raw, lambda r: r["extraction"].update(split=split))
+    assert "extraction.split" in message
+    assert "100" in message
+    assert str(train + valid + test) in message
+
+
+def test_split_adding_to_100_is_accepted(raw) -> None:
+    data = copy.deepcopy(raw)
+    data["extraction"]["split"] = {"train": 70, "valid": 0, "test": 30}
+    assert validate_config(data).section("extraction", "split")["test"] == 30
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("study: x\ngrid:\n  datasets: [a\n  models: b\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "line 4" in message
+    assert "not valid YAML" in message
+
+
+def test_top_level_must_be_a_mapping(tmp_path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        read_yaml(path)
+
+
+def test_missing_config_file(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_no_config_file_given() -> None:
+    with pytest.raises(ConfigError, match="no config file"):
+        load_config([])
+
+
+def test_missing_source_directory_fails_in_check_sources(tmp_path, raw) -> None:
+    missing = tmp_path / "no" / "such" / "dir"
+    data = copy.deepcopy(raw)
+    data["grid"]["datasets"] = ["python-stdlib"]
+    data["datasets"]["python-stdlib"]["source"] = str(missing)
+    path = _write(tmp_path, data, "params.yaml")
+    config = load_config(path)  # the schema does not look at the file system
+    with pytest.raises(ConfigError) as info:
+        check_sources(config)
+    message = str(info.value)
+    assert "datasets.python-stdlib.source" in message
+    assert str(missing) in message
+    assert str(path) in message
+
+
+def test_local_corpus_needs_language_and_source(raw) -> None:
+    data = copy.deepcopy(raw)
+    data["grid"]["datasets"] = ["mine"]
+    data["datasets"]["mine"] = {"kind": "local-source", "language": "python"}
+    with pytest.raises(ConfigError, match=r"datasets\.mine: a local-source corpus needs source"):
+        validate_config(data)
+    data["datasets"]["mine"]["source"] = "stdlib"
+    assert validate_config(data).dataset_kind("mine") == "local-source"
+
+
+# ---------------------------------------------------------------------------------------------
+# merge
+
+
+def test_merge_overlays_dicts_recursively_and_replaces_lists() -> None:
+    base = {"a": {"b": 1, "c": [1, 2, 3], "d": {"e": 1, "f": 2}}, "g": [1], "h": "x"}
+    overlay = {"a": {"c": [9], "d": {"f": 3}}, "g": [], "i": {"j": 1}}
+    merged = merge(base, overlay)
+    assert merged == {"a": {"b": 1, "c": [9], "d": {"e": 1, "f": 3}}, "g": [], "h": "x", "i": {"j": 1}}
+
+
+def test_merge_does_not_modify_or_share_its_inputs() -> None:
+    base = {"a": {"b": [1]}}
+    overlay = {"c": {"d": [2]}}
+    merged = merge(base, overlay)
+    merged["a"]["b"].append(99)
+    merged["c"]["d"].append(99)
+    assert base == {"a": {"b": [1]}}
+    assert overlay == {"c": {"d": [2]}}
+
+
+def test_merge_scalar_replaces_dict_and_dict_replaces_scalar() -> None:
+    assert merge({"a": {"b": 1}}, {"a": 5}) == {"a": 5}
+    assert merge({"a": 5}, {"a": {"b": 1}}) == {"a": {"b": 1}}
+
+
+# ---------------------------------------------------------------------------------------------
+# the CLI surface
+
+
+def test_cli_validate_bad_config_returns_2_with_one_line_error(tmp_path, raw, capsys) -> None:
+    data = copy.deepcopy(raw)
+    data["grid"]["attacks"] = ["none", "no_coment"]
+    path = _write(tmp_path, data)
+    assert main(["validate", "--config", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"csbench validate: error: {path}: ")
+    assert "grid.attacks[1]" in lines[0]
+    assert "Did you mean 'no_comment'?" in lines[0]
+    assert "Traceback" not in captured.err
+
+
+def test_cli_validate_check_sources_error(tmp_path, raw, capsys) -> None:
+    data = copy.deepcopy(raw)
+    data["grid"]["datasets"] = ["python-stdlib"]
+    data["datasets"]["python-stdlib"]["source"] = str(tmp_path / "missing")
+    path = _write(tmp_path, data)
+    assert main(["validate", "--config", str(path)]) == 0
+    assert main(["validate", "--check-sources", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("csbench validate: error: ")
+    assert "datasets.python-stdlib.source" in err[0]
+
+
+def test_cli_validate_good_config(raw, capsys) -> None:
+    assert main(["validate", "--config", str(PARAMS)]) == 0
+    captured = capsys.readouterr()
+    n_runs = len(raw["grid"]["datasets"]) * len(raw["grid"]["attacks"]) * len(raw["grid"]["models"])
+    assert captured.out == f"{PARAMS}: valid; study 'default', {n_runs} run(s)\n"
+    assert captured.err == ""
+
+
+def test_cli_runs_prints_the_run_paths(capsys) -> None:
+    assert main(["runs", "--config", str(PARAMS), "--config", str(TINY)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "python-stdlib/none/bm25/none/0/zero_shot",
+        "python-stdlib/no_comment/bm25/none/0/zero_shot",
+    ]
+
+
+def test_cli_runs_follows_the_grid(tmp_path, raw, capsys) -> None:
+    data = copy.deepcopy(raw)
+    data["grid"].update(datasets=["python-stdlib"], attacks=["no_comment"])
+    assert main(["runs", "--config", str(_write(tmp_path, data, "one.yaml"))]) == 0
+    assert capsys.readouterr().out == "python-stdlib/no_comment/bm25/none/0/zero_shot\n"

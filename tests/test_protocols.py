@@ -1,0 +1,394 @@
+"""Retrieval protocols (SPEC "Retrieval protocols") and the evaluation runner.
+
+``csn-1000`` must give the same chunks whatever order the test pool comes in (CodeBERT's mrr.py
+chunks the file in its input order, so reordering the file changes the numbers); ranks count ties
+against the model; the TREC run files are byte-reproducible.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from csbench.evaluate.metrics import rank_of_correct
+from csbench.evaluate.protocols import PROTOCOLS, Chunked, FullCorpus
+from csbench.evaluate.runner import evaluate_pool, top_k, trec_bytes
+
+# ---------------------------------------------------------------------------------------------
+# the registry and the plans
+
+
+def _ids(n: int, seed: int = 7) -> list[str]:
+    """n unique ids, in an order that is not sorted."""
+    ids = [f"fn-{k:05d}" for k in range(n)]
+    random.Random(seed).shuffle(ids)
+    return ids
+
+
+def test_registered_protocols() -> None:
+    assert PROTOCOLS.names() == ["full-corpus", "csn-1000"]
+    full, csn = PROTOCOLS.get("full-corpus"), PROTOCOLS.get("csn-1000")
+    assert isinstance(full, FullCorpus)
+    assert full.mrr_cutoff == 1000
+    assert isinstance(csn, Chunked)
+    assert (csn.size, csn.seed, csn.mrr_cutoff) == (1000, 0, None)
+
+
+def test_full_corpus_plans_every_query_against_all_candidates() -> None:
+    ids = _ids(2300)
+    plan = PROTOCOLS.get("full-corpus").plan(ids)
+    assert plan.note == ""
+    assert len(plan.groups) == 1
+    np.testing.assert_array_equal(plan.groups[0], np.arange(2300))
+    assert (plan.group_of == 0).all()
+    for query in (0, 1, 1234, 2299):
+        np.testing.assert_array_equal(plan.candidates(query), np.arange(2300))
+
+
+def test_csn_1000_drops_the_last_partial_chunk() -> None:
+    ids = _ids(2500)
+    plan = PROTOCOLS.get("csn-1000").plan(ids)
+    assert len(plan.groups) == 2
+    assert [len(g) for g in plan.groups] == [1000, 1000]
+    members = np.concatenate(plan.groups)
+    assert len(set(members.tolist())) == 2000  # disjoint chunks
+    assert int((plan.group_of == -1).sum()) == 500
+    assert "500" in plan.note
+    assert "not evaluated" in plan.note
+    dropped = np.flatnonzero(plan.group_of == -1)
+    assert all(plan.candidates(int(i)) is None for i in dropped)
+    assert set(dropped.tolist()).isdisjoint(members.tolist())
+
+
+def test_csn_1000_every_evaluated_query_is_in_its_own_chunk() -> None:
+    ids = _ids(2500)
+    plan = PROTOCOLS.get("csn-1000").plan(ids)
+    evaluated = np.flatnonzero(plan.group_of >= 0)
+    assert evaluated.size == 2000
+    for query in evaluated:
+        candidates = plan.candidates(int(query))
+        assert candidates is not None
+        assert candidates.size == 1000
+        assert int(query) in set(candidates.tolist())
+        assert candidates is plan.groups[plan.group_of[query]]
+
+
+@pytest.mark.parametrize("n", [0, 1, 999])
+def test_csn_1000_fewer_than_1000_ids_gives_no_chunk_and_a_note(n: int) -> None:
+    plan = PROTOCOLS.get("csn-1000").plan(_ids(n))
+    assert plan.groups == []
+    assert (plan.group_of == -1).all()
+    assert len(plan.group_of) == n
+    assert f"{n} < 1000" in plan.note
+    assert "nothing evaluated" in plan.note
+    assert all(plan.candidates(i) is None for i in range(n))
+
+
+def test_csn_1000_exact_multiple_has_no_note() -> None:
+    plan = PROTOCOLS.get("csn-1000").plan(_ids(3000))
+    assert len(plan.groups) == 3
+    assert (plan.group_of >= 0).all()
+    assert plan.note == ""
+
+
+def _chunk_sets(ids: list[str], protocol: Chunked) -> tuple[set[frozenset[str]], set[str]]:
+    plan = protocol.plan(ids)
+    chunks = {frozenset(ids[j] for j in group) for group in plan.groups}
+    dropped = {ids[i] for i in np.flatnonzero(plan.group_of == -1)}
+    return chunks, dropped
+
+
+@pytest.mark.parametrize("shuffle_seed", [1, 2, 3])
+def test_csn_1000_plan_is_invariant_to_input_order(shuffle_seed: int) -> None:
+    ids = _ids(2500)
+    shuffled = list(ids)
+    random.Random(shuffle_seed).shuffle(shuffled)
+    assert shuffled != ids
+    protocol = PROTOCOLS.get("csn-1000")
+    chunks, dropped = _chunk_sets(ids, protocol)
+    chunks_shuffled, dropped_shuffled = _chunk_sets(shuffled, protocol)
+    assert chunks == chunks_shuffled
+    assert dropped == dropped_shuffled
+    # and reversing / sorting the input does not matter either
+    assert _chunk_sets(sorted(ids), protocol) == (chunks, dropped)
+    assert _chunk_sets(ids[::-1], protocol) == (chunks, dropped)
+
+
+def test_csn_1000_chunks_are_shuffled_not_contiguous_in_id_order() -> None:
+    ids = _ids(2500)
+    chunks, _ = _chunk_sets(ids, PROTOCOLS.get("csn-1000"))
+    first_sorted = frozenset(sorted(ids)[:1000])
+    assert first_sorted not in chunks  # shuffled with seed 0 before chunking
+
+
+def test_chunked_seed_changes_the_chunks() -> None:
+    ids = _ids(2500)
+    seed0 = _chunk_sets(ids, Chunked("t", "t", None, size=1000, seed=0))
+    seed1 = _chunk_sets(ids, Chunked("t", "t", None, size=1000, seed=1))
+    assert seed0[0] != seed1[0]
+    assert seed0 == _chunk_sets(ids, PROTOCOLS.get("csn-1000"))
+
+
+# ---------------------------------------------------------------------------------------------
+# top_k and trec_bytes
+
+
+def test_top_k_puts_the_correct_answer_last_among_equal_scores() -> None:
+    scores = np.array([0.5, 0.9, 0.9, 0.1])
+    assert top_k(scores, 1, 4).tolist() == [2, 1, 0, 3]
+    assert top_k(scores, 2, 4).tolist() == [1, 2, 0, 3]
+    assert top_k(scores, 1, 2).tolist() == [2, 1]
+    assert top_k(scores, 1, 1).tolist() == [2]  # correct answer (rank 2) falls outside k=1
+
+
+def test_top_k_tie_extended_head_with_small_k() -> None:
+    scores = np.array([1.0, 1.0, 1.0, 1.0, 0.0])
+    assert top_k(scores, 0, 2).tolist() == [1, 2]
+    assert top_k(scores, 0, 4).tolist() == [1, 2, 3, 0]
+    assert top_k(scores, 4, 10).tolist() == [0, 1, 2, 3, 4]  # k beyond size
+
+
+def test_top_k_nan_scores_come_last() -> None:
+    scores = np.array([np.nan, 0.2, np.nan, 0.7])
+    assert top_k(scores, 1, 4).tolist() == [3, 1, 0, 2]
+    assert top_k(scores, 0, 4).tolist() == [3, 1, 2, 0]  # NaN correct: last, like its rank
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_top_k_position_of_correct_equals_its_rank(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        scores = rng.integers(0, 5, size=n).astype(np.float64)
+        scores[rng.random(n) < 0.05] = np.nan
+        correct = int(rng.integers(0, n))
+        k = int(rng.integers(1, n + 1))
+        head = top_k(scores, correct, k)
+        assert head.size == min(k, n)
+        assert len(set(head.tolist())) == head.size
+        rank = rank_of_correct(scores, correct)
+        if rank <= k:
+            assert head.tolist().index(correct) + 1 == rank
+        else:
+            assert correct not in head.tolist()
+        # best first
+        shown = np.where(np.isnan(scores[head]), -np.inf, scores[head])
+        assert (shown[:-1] >= shown[1:]).all()
+
+
+def test_trec_bytes_is_byte_identical_and_gzip_with_mtime_zero() -> None:
+    lines = ["q1 Q0 d3 1 2.500000 run", "q1 Q0 d1 2 1.000000 run"]
+    first, second = trec_bytes(lines), trec_bytes(list(lines))
+    assert first == second
+    assert first[:2] == b"\x1f\x8b"
+    assert first[4:8] == b"\x00\x00\x00\x00"  # gzip MTIME field
+    assert gzip.decompress(first).decode() == "q1 Q0 d3 1 2.500000 run\nq1 Q0 d1 2 1.000000 run\n"
+    assert trec_bytes(lines[:1]) != first
+
+
+def test_trec_bytes_of_no_lines_is_an_empty_file() -> None:
+    assert gzip.decompress(trec_bytes([])) == b""
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate_pool with a fake retriever
+
+POOL_SIZE = 2300
+RUN_DEPTH = 20
+RUN_NAME = "fake-run"
+
+
+class FakeRetriever:
+    """Scores from a fixed matrix over canonical ids, so the score of (query, code) does not depend
+    on the order of the pool: ``matrix[q, d]`` for query id q and code id d."""
+
+    def __init__(self, ids: list[str], matrix: np.ndarray) -> None:
+        self.canonical = {id_: k for k, id_ in enumerate(ids)}
+        self.matrix = matrix
+        self.columns: np.ndarray | None = None
+        self.calls = 0
+
+    def index(self, frame: pd.DataFrame) -> None:
+        self.columns = np.array([self.canonical[id_] for id_ in frame["id"]])
+
+    def scores(self, query: str) -> np.ndarray:
+        assert self.columns is not None, "scores() before index()"
+        self.calls += 1
+        return self.matrix[self.canonical[query.removeprefix("query for ")], self.columns]
+
+
+def _score_matrix(n: int) -> np.ndarray:
+    rng = np.random.default_rng(42)
+    matrix = rng.integers(0, 40, size=(n, n)).astype(np.float64)  # many ties
+    boosted = rng.random(n) < 0.5
+    matrix[boosted, np.flatnonzero(boosted)] += 25  # half the queries find their code near the top
+    matrix[rng.random((n, n)) < 0.01] = np.nan
+    nan_correct = rng.choice(n, size=10, replace=False)
+    matrix[nan_correct, nan_correct] = np.nan
+    return matrix
+
+
+def _pool(ids: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "query": [f"query for {id_}" for id_ in ids],
+            "code": [f"def f_{k}(): pass" for k in range(len(ids))],
+            "func_name": [f"f_{k}" for k in range(len(ids))],
+        }
+    )
+
+
+def _hand_rank(row: np.ndarray, candidates: np.ndarray, query: int) -> int:
+    local = row[candidates]
+    target = row[query]
+    if math.isnan(target):
+        return len(candidates)
+    return int(np.sum(~np.isnan(local) & (local >= target)))
+
+
+@pytest.fixture(scope="module")
+def evaluated() -> dict:
+    ids = _ids(POOL_SIZE)
+    matrix = _score_matrix(POOL_SIZE)
+    pool = _pool(ids)
+    retriever = FakeRetriever(ids, matrix)
+    outcomes, timings = evaluate_pool(retriever, pool, ["full-corpus", "csn-1000"], RUN_DEPTH, RUN_NAME, False)
+    plans = {name: PROTOCOLS.get(name).plan(ids) for name in ("full-corpus", "csn-1000")}
+    # rows of the matrix in pool order (pool order is the canonical order of the fake retriever here)
+    hand = {}
+    for name, plan in plans.items():
+        hand[name] = {}
+        for i in range(POOL_SIZE):
+            candidates = plan.candidates(i)
+            if candidates is not None:
+                hand[name][ids[i]] = _hand_rank(matrix[i], candidates, i)
+    return {
+        "ids": ids,
+        "matrix": matrix,
+        "pool": pool,
+        "retriever": retriever,
+        "outcomes": outcomes,
+        "timings": timings,
+        "plans": plans,
+        "hand": hand,
+    }
+
+
+def test_evaluate_pool_ranks_equal_hand_computed_ranks(evaluated: dict) -> None:
+    outcomes, hand = evaluated["outcomes"], evaluated["hand"]
+    assert set(outcomes) == {"full-corpus", "csn-1000"}
+    for name in ("full-corpus", "csn-1000"):
+        outcome = outcomes[name]
+        assert dict(zip(outcome.query_ids, outcome.ranks, strict=True)) == hand[name]
+    assert len(outcomes["full-corpus"].ranks) == POOL_SIZE
+    assert len(outcomes["csn-1000"].ranks) == 2000
+    assert set(outcomes["full-corpus"].n_candidates) == {POOL_SIZE}
+    assert set(outcomes["csn-1000"].n_candidates) == {1000}
+    # the fixture is meaningful: ties, ranks beyond the cut, and NaN correct answers occur
+    full = np.array(outcomes["full-corpus"].ranks)
+    assert (full == 1).any()
+    assert (full > 1000).any()
+    assert (full == POOL_SIZE).sum() >= 10
+
+
+def test_evaluate_pool_notes_and_metrics(evaluated: dict) -> None:
+    outcomes = evaluated["outcomes"]
+    assert outcomes["full-corpus"].plan_note == ""
+    assert "300" in outcomes["csn-1000"].plan_note
+    full_ranks = list(evaluated["hand"]["full-corpus"].values())
+    metrics = outcomes["full-corpus"].metrics()
+    assert metrics["n_queries"] == POOL_SIZE
+    assert metrics["mrr"] == pytest.approx(sum(1 / r if r <= 1000 else 0.0 for r in full_ranks) / POOL_SIZE)
+    csn_ranks = list(evaluated["hand"]["csn-1000"].values())
+    assert outcomes["csn-1000"].metrics()["mrr"] == pytest.approx(sum(1 / r for r in csn_ranks) / 2000)
+    assert set(evaluated["timings"]) == {"index_s", "search_s"}
+
+
+def test_evaluate_pool_scores_each_query_once(evaluated: dict) -> None:
+    assert evaluated["retriever"].calls == POOL_SIZE
+
+
+def test_evaluate_pool_skips_queries_no_protocol_evaluates() -> None:
+    ids = _ids(1500)
+    retriever = FakeRetriever(ids, np.zeros((1500, 1500)))
+    outcomes, _ = evaluate_pool(retriever, _pool(ids), ["csn-1000"], 5, RUN_NAME, progress=False)
+    assert retriever.calls == 1000
+    assert len(outcomes["csn-1000"].ranks) == 1000
+    assert set(outcomes["csn-1000"].ranks) == {1000}  # all tied: every correct answer is last
+
+
+def test_evaluate_pool_rejects_duplicate_ids() -> None:
+    ids = ["a", "b", "a"]
+    pool = _pool(ids)
+    with pytest.raises(ValueError, match="not unique"):
+        evaluate_pool(FakeRetriever(["a", "b"], np.zeros((2, 2))), pool, ["full-corpus"], 5, RUN_NAME, False)
+
+
+def test_run_lines_are_trec_format_and_top_k_matches_rank(evaluated: dict) -> None:
+    ids, matrix = evaluated["ids"], evaluated["matrix"]
+    position = {id_: k for k, id_ in enumerate(ids)}
+    for name, outcome in evaluated["outcomes"].items():
+        plan = evaluated["plans"][name]
+        rank_of = dict(zip(outcome.query_ids, outcome.ranks, strict=True))
+        per_query: dict[str, list[list[str]]] = {}
+        for line in outcome.run_lines:
+            fields = line.split(" ")
+            assert len(fields) == 6, line
+            per_query.setdefault(fields[0], []).append(fields)
+        assert list(per_query) == outcome.query_ids
+        for qid, rows in per_query.items():
+            q = position[qid]
+            candidates = {ids[j] for j in plan.candidates(q)}
+            assert len(rows) == RUN_DEPTH
+            assert [int(r[3]) for r in rows] == list(range(1, RUN_DEPTH + 1))
+            previous = math.inf
+            for _, q0, docid, _, score, run_name in rows:
+                assert q0 == "Q0"
+                assert run_name == RUN_NAME
+                assert docid in candidates
+                expected = matrix[q, position[docid]]
+                value = float(score)
+                if math.isnan(expected):
+                    assert score == "nan"
+                    value = -math.inf
+                else:
+                    assert score == f"{expected:.6f}"
+                assert value <= previous
+                previous = value
+            docids = [r[2] for r in rows]
+            assert len(set(docids)) == RUN_DEPTH
+            if rank_of[qid] <= RUN_DEPTH:
+                assert docids.index(qid) + 1 == rank_of[qid]
+            else:
+                assert qid not in docids
+
+
+def test_trec_bytes_of_evaluate_pool_runs_are_reproducible(evaluated: dict) -> None:
+    ids, matrix = evaluated["ids"], evaluated["matrix"]
+    again, _ = evaluate_pool(
+        FakeRetriever(ids, matrix), _pool(ids), ["full-corpus", "csn-1000"], RUN_DEPTH, RUN_NAME, False
+    )
+    for name, outcome in evaluated["outcomes"].items():
+        data = trec_bytes(outcome.run_lines)
+        assert data == trec_bytes(again[name].run_lines)
+        text = gzip.decompress(data).decode()
+        assert text.endswith("\n")
+        assert text.splitlines() == outcome.run_lines
+
+
+def test_evaluate_pool_ranks_do_not_depend_on_pool_order(evaluated: dict) -> None:
+    ids, matrix = evaluated["ids"], evaluated["matrix"]
+    shuffled_pool = evaluated["pool"].sample(frac=1.0, random_state=3).reset_index(drop=True)
+    assert shuffled_pool["id"].tolist() != ids
+    outcomes, _ = evaluate_pool(
+        FakeRetriever(ids, matrix), shuffled_pool, ["full-corpus", "csn-1000"], 3, RUN_NAME, False
+    )
+    for name in ("full-corpus", "csn-1000"):
+        got = dict(zip(outcomes[name].query_ids, outcomes[name].ranks, strict=True))
+        assert got == evaluated["hand"][name]
