@@ -6,9 +6,8 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "params.yaml"
-
-
+# params.yaml (+ any --configfile overlays) is read and validated by csbench in common.smk, so a
+# malformed file or an unknown name stops here, with the file, line and key, before any job.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/attacks.smk"

@@ -17,15 +17,17 @@ def _config_files():
 
 CONFIG_FILES = _config_files()
 try:
-    CFG = load_config(CONFIG_FILES)
-    if CFG.raw != config:
+    if workflow.config_settings.config:
         raise ConfigError(
             "command-line --config KEY=VALUE overrides are not supported (the csbench jobs would not "
             "see them); put the change in a config file and pass it with --configfile"
         )
+    CFG = load_config(CONFIG_FILES)
     check_sources(CFG)
 except ConfigError as err:
     sys.exit(f"csbench: invalid config: {err}")
+config.clear()
+config.update(CFG.raw)
 
 def _csbench_command():
     """How jobs call csbench: this interpreter, or the conda env's python under --sdm conda."""

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import re
+
 from tree_sitter import Node
 
 from csbench.code.parsing import parse, walk
 
 # Python nodes whose body may open with a docstring.
 _PY_DOC_OWNERS = {"module", "function_definition", "class_definition"}
-_PY_STRINGS = {"string", "concatenated_string"}
+
+
+def is_docstring_literal(node: Node) -> bool:
+    """Whether an expression is a literal Python takes as a docstring: a str literal, possibly
+    implicitly concatenated or parenthesised, with no bytes or f-string part."""
+    if node.type == "parenthesized_expression" and node.named_child_count == 1:
+        return is_docstring_literal(node.named_children[0])
+    if node.type == "concatenated_string":
+        return all(is_docstring_literal(part) for part in node.named_children)
+    if node.type != "string":
+        return False
+    prefix = re.match(rb"[A-Za-z]*", node.text).group().lower()
+    return b"b" not in prefix and b"f" not in prefix
 
 
 def python_docstring_node(owner: Node) -> Node | None:
@@ -19,26 +33,49 @@ def python_docstring_node(owner: Node) -> Node | None:
     for child in body.named_children:
         if child.type == "comment":
             continue
-        is_string_statement = child.type == "expression_statement" and child.named_child_count == 1
-        if is_string_statement and child.named_children[0].type in _PY_STRINGS:
-            return child
-        return None
+        is_expression = child.type == "expression_statement" and child.named_child_count == 1
+        return child if is_expression and is_docstring_literal(child.named_children[0]) else None
     return None
 
 
-def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int, bool]:
-    """Extend [start, end) to whole lines when only whitespace surrounds it on those lines.
-
-    Returns the new bounds and whether the span covered whole lines.
-    """
+def _line_of(data: bytes, start: int, end: int) -> tuple[int, int]:
+    """Start of the line holding ``start`` and the end (past the newline) of the line holding ``end``."""
     line_start = data.rfind(b"\n", 0, start) + 1
     line_end = data.find(b"\n", end)
-    line_end = len(data) if line_end == -1 else line_end + 1
-    before = data[line_start:start]
-    after = data[end:line_end]
-    if before.strip() == b"" and after.strip() == b"":
-        return line_start, line_end, True
-    return start, end, False
+    return line_start, len(data) if line_end == -1 else line_end + 1
+
+
+def _comment_edit(data: bytes, node: Node) -> tuple[int, int, bytes]:
+    line_start, line_end = _line_of(data, node.start_byte, node.end_byte)
+    if data[line_start : node.start_byte].strip() == b"":  # a comment line: remove the line
+        return line_start, line_end, b""
+    start, end = node.start_byte, node.end_byte
+    while start > 0 and data[start - 1 : start] in (b" ", b"\t"):  # and the spaces before it
+        start -= 1
+    while end > node.start_byte and data[end - 1 : end] == b"\r":  # keep a CRLF line ending whole
+        end -= 1
+    return start, end, b""
+
+
+def _docstring_edit(data: bytes, owner: Node, doc: Node) -> tuple[int, int, bytes]:
+    line_start, line_end = _line_of(data, doc.start_byte, doc.end_byte)
+    before = data[line_start : doc.start_byte]
+    after = data[doc.end_byte : line_end]
+    body = doc.parent
+    only_statement = body is not None and all(c.type == "comment" or c == doc for c in body.named_children)
+    semicolon = re.match(rb"[ \t]*;[ \t]*", after)
+    rest = after[semicolon.end() :] if semicolon else after
+    if semicolon and rest.strip() and not rest.strip().startswith(b"#"):
+        # `"doc"; more()` — drop the docstring and its separator, keep the other statements
+        return doc.start_byte, doc.end_byte + semicolon.end(), b""
+    end = doc.end_byte + (semicolon.end() if semicolon else 0)
+    if only_statement and owner.type != "module":  # the body must not become empty
+        if before.strip() == b"":
+            return line_start, end, before + b"pass"
+        return doc.start_byte, end, b"pass"
+    if before.strip() == b"" and rest.strip() == b"":  # alone on its lines
+        return line_start, line_end, b""
+    return doc.start_byte, end, b""  # a trailing comment after it is removed by its own edit
 
 
 def remove_comments(code: str, language: str) -> str:
@@ -54,27 +91,11 @@ def remove_comments(code: str, language: str) -> str:
     edits: list[tuple[int, int, bytes]] = []
     for node in walk(root):
         if node.type == "comment":
-            start, end, whole = _line_bounds(data, node.start_byte, node.end_byte)
-            if not whole:  # trailing comment: drop it and the spaces before it
-                start = node.start_byte
-                while start > 0 and data[start - 1 : start] in (b" ", b"\t"):
-                    start -= 1
-            edits.append((start, end, b""))
+            edits.append(_comment_edit(data, node))
         elif node.type in _PY_DOC_OWNERS:
             doc = python_docstring_node(node)
-            if doc is None:
-                continue
-            start, end, whole = _line_bounds(data, doc.start_byte, doc.end_byte)
-            body = doc.parent
-            only_statement = body is not None and all(c.type == "comment" or c == doc for c in body.named_children)
-            if whole and not (only_statement and node.type != "module"):
-                edits.append((start, end, b""))
-            elif whole:  # keep the body non-empty
-                indent = data[start : doc.start_byte]
-                newline = b"\n" if data[end - 1 : end] == b"\n" else b""
-                edits.append((start, end, indent + b"pass" + newline))
-            else:
-                edits.append((doc.start_byte, doc.end_byte, b"pass"))
+            if doc is not None:
+                edits.append(_docstring_edit(data, node, doc))
     return _apply(data, edits).decode("utf-8")
 
 

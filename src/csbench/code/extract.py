@@ -10,12 +10,13 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tree_sitter import Node
 
 from csbench.code.comments import python_docstring_node, remove_comments
-from csbench.code.parsing import leaves, parse
+from csbench.code.parsing import parse, walk
 from csbench.code.tokens import docstring_tokens
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -59,15 +60,24 @@ def python_docstring_text(string_node: Node) -> str | None:
 
 
 def _dedent_definition(data: bytes, node: Node) -> str:
-    """The node's text with the indentation of its first line removed from every line."""
+    """The node's text with the indentation of its first line removed from every line of code;
+    lines inside multi-line strings are left exactly as in the file (their text is data)."""
     line_start = data.rfind(b"\n", 0, node.start_byte) + 1
     prefix = data[line_start : node.start_byte]
     text = data[node.start_byte : node.end_byte].decode("utf-8")
     if not prefix or prefix.strip():
         return text
+    in_string: set[int] = set()
+    for item in walk(node):
+        if item.type == "string" and item.end_point[0] > item.start_point[0]:
+            in_string.update(range(item.start_point[0] + 1, item.end_point[0] + 1))
     indent = prefix.decode("utf-8")
+    first_row = node.start_point[0]
     lines = text.split("\n")
-    return "\n".join([lines[0]] + [ln[len(indent) :] if ln.startswith(indent) else ln for ln in lines[1:]])
+    return "\n".join(
+        line[len(indent) :] if row and first_row + row not in in_string and line.startswith(indent) else line
+        for row, line in enumerate(lines)
+    )
 
 
 def _python_definitions(root: Node) -> list[tuple[Node, str]]:
@@ -139,4 +149,18 @@ def normalized_code_key(code_no_comment: str, language: str) -> str:
     """Token sequence of comment-free code, white space and layout ignored, for near-duplicate
     detection: two functions that differ only in comments or formatting share this key."""
     root = parse(code_no_comment, language).root_node
-    return " ".join(leaf.text.decode("utf-8", "replace") for leaf in leaves(root) if leaf.type != "comment")
+    return " ".join(token.text.decode("utf-8", "replace") for token in _atoms(root))
+
+
+def _atoms(root: Node) -> Iterator[Node]:
+    """Leaves in document order, with string literals as single tokens (their text is not all in
+    leaves: escape sequences split it) and comments left out."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "comment":
+            continue
+        if node.child_count == 0 or node.type == "string":
+            yield node
+        else:
+            stack.extend(reversed(node.children))

@@ -80,6 +80,8 @@ def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
     keys = ["dataset", "attack", "model", "loss", "seed", "inference", "protocol"]
     # pivot (not pivot_table): rows only for runs that exist, no Cartesian product of the keys
     wide = scores.pivot(index=keys, columns="metric", values="value").reset_index()
+    if "n_queries" in wide.columns:
+        wide["n_queries"] = wide["n_queries"].astype("Int64")
     columns = keys + [m for m in ("n_queries", *SUMMARY_METRICS) if m in wide.columns]
     return wide[columns].sort_values(keys, kind="stable").reset_index(drop=True)
 

@@ -1,0 +1,289 @@
+"""End to end: the tiny study through both drivers, re-run accounting, interruption, bad configs.
+
+Each test works in a fresh copy of the project under tmp_path; the csbench package itself is the
+one installed from this checkout. Job counts are read from the drivers' own output.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import io
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from csbench.config import merge
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.e2e
+
+BIN = Path(sys.executable).parent
+TINY = "workflow/configs/tiny.yaml"
+PROJECT_FILES = ("Snakefile", "params.yaml", "dvc.yaml", ".dvcignore", "profiles", "workflow", "scripts", "src")
+# Files both drivers must write identically (provenance.json, card.json and results.db hold wall
+# times and creation dates, so they legitimately differ).
+SAME_FILES = (
+    "data/prepared/*/*.parquet",
+    "data/prepared/*/card.md",
+    "data/attacked/*/*/*.parquet",
+    "results/runs/**/metrics.json",
+    "results/runs/**/ranks.tsv",
+    "results/runs/**/*.trec.gz",
+    "results/summary.csv",
+    "results/summary.md",
+)
+FULL_GRID = {"prepare": 1, "attack": 2, "evaluate": 2, "aggregate": 1}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+def _copy_project(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+    for name in PROJECT_FILES:
+        src = PROJECT_ROOT / name
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dest / name)
+        elif src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def _run(cmd: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def test_default_profile_is_found_by_a_plain_snakemake_call(tmp_path: Path) -> None:
+    """Snakemake looks for profiles/default beside the Snakefile: the top-level `profiles` link
+    must lead to workflow/profiles, or rerun-incomplete (and so restarts after a kill) is lost."""
+    project = _copy_project(tmp_path / "project")
+    result = snakemake(project, "-n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Using workflow specific profile profiles/default" in result.stdout + result.stderr
+
+
+def snakemake(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _run([str(BIN / "snakemake"), "--cores", "2", "--configfile", TINY, *args], project)
+
+
+def snakemake_jobs(output: str) -> collections.Counter[str]:
+    """Jobs snakemake executed, by rule (the `all` target excluded)."""
+    rules = re.findall(r"^(?:local)?rule (\w+):$", output, flags=re.MULTILINE)
+    return collections.Counter(rule for rule in rules if rule != "all")
+
+
+def dvc_jobs(output: str) -> collections.Counter[str]:
+    """Stages dvc repro executed, by stage name without the matrix suffix."""
+    return collections.Counter(re.findall(r"Running stage '([\w-]+)(?:@[^']*)?'", output))
+
+
+def snapshot(project: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for pattern in SAME_FILES:
+        for path in sorted(project.glob(pattern)):
+            files[path.relative_to(project).as_posix()] = path.read_bytes()
+    return files
+
+
+def summary_rows(project: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO((project / "results/summary.csv").read_text())))
+
+
+def _set_overlay(project: Path, update: dict) -> None:
+    path = project / TINY
+    path.write_text(yaml.safe_dump(merge(yaml.safe_load(path.read_text()), update)))
+
+
+def _set_params(project: Path, update: dict) -> None:
+    path = project / "params.yaml"
+    path.write_text(yaml.safe_dump(merge(yaml.safe_load(path.read_text()), update), sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def snakemake_first(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    project = _copy_project(tmp_path_factory.mktemp("snakemake"))
+    result = snakemake(project)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return {"project": project, "jobs": snakemake_jobs(result.stdout + result.stderr), "files": snapshot(project)}
+
+
+@pytest.fixture(scope="module")
+def dvc_first(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    project = _copy_project(tmp_path_factory.mktemp("dvc"))
+    # DVC has no config overlay: the study's params.yaml is the merged tiny config.
+    tiny = merge(yaml.safe_load((project / "params.yaml").read_text()), yaml.safe_load((project / TINY).read_text()))
+    (project / "params.yaml").write_text(yaml.safe_dump(tiny, sort_keys=False))
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.email=ci@csbench", "-c", "user.name=ci", "commit", "-qm", "tiny"],
+        [str(BIN / "dvc"), "init", "-q"],
+        [str(BIN / "dvc"), "config", "core.analytics", "false"],
+    ):
+        done = _run(cmd, project)
+        assert done.returncode == 0, done.stderr
+    result = _run([str(BIN / "dvc"), "repro"], project)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return {"project": project, "jobs": dvc_jobs(result.stdout + result.stderr), "files": snapshot(project)}
+
+
+def test_snakemake_runs_every_job_of_the_tiny_study_once(snakemake_first: dict) -> None:
+    assert snakemake_first["jobs"] == FULL_GRID
+
+
+def test_dvc_runs_every_stage_of_the_tiny_study_once(dvc_first: dict) -> None:
+    assert dvc_first["jobs"] == FULL_GRID
+
+
+def test_tiny_study_reports_real_mrrs_for_both_attacks(snakemake_first: dict) -> None:
+    rows = {(r["attack"], r["protocol"]): r for r in summary_rows(snakemake_first["project"])}
+    assert set(rows) == {(a, p) for a in ("none", "no_comment") for p in ("full-corpus", "csn-1000")}
+    for attack in ("none", "no_comment"):
+        full = rows[(attack, "full-corpus")]
+        assert int(full["n_queries"]) > 20
+        assert 0.0 < float(full["mrr"]) <= 1.0
+        # the tiny test split has fewer than 1,000 records: csn-1000 evaluates nothing, honestly
+        assert rows[(attack, "csn-1000")]["n_queries"] == "0" and rows[(attack, "csn-1000")]["mrr"] == ""
+    # the docstring is inside the original code: removing it must cost BM25 a lot
+    assert float(rows[("none", "full-corpus")]["mrr"]) > float(rows[("no_comment", "full-corpus")]["mrr"]) + 0.2
+    summary = (snakemake_first["project"] / "results/summary.md").read_text()
+    assert "test pool has" in summary and "< 1000 records" in summary
+
+
+def test_both_drivers_write_the_same_files(snakemake_first: dict, dvc_first: dict) -> None:
+    ours, theirs = snakemake_first["files"], dvc_first["files"]
+    assert len(ours) >= 15
+    assert sorted(ours) == sorted(theirs)
+    different = [name for name in ours if ours[name] != theirs[name]]
+    assert different == []
+
+
+def test_snakemake_reruns_only_what_a_change_invalidates(snakemake_first: dict) -> None:
+    project = snakemake_first["project"]
+    nothing = snakemake(project)
+    assert nothing.returncode == 0 and snakemake_jobs(nothing.stdout + nothing.stderr) == {}
+
+    _set_overlay(project, {"models": {"bm25": {"k1": 1.5}}})
+    k1 = snakemake(project)
+    assert k1.returncode == 0, k1.stderr[-2000:]
+    assert snakemake_jobs(k1.stdout + k1.stderr) == {"evaluate": 2, "aggregate": 1}
+
+    _set_overlay(project, {"extraction": {"min_code_lines": 4}})
+    extraction = snakemake(project)
+    assert extraction.returncode == 0, extraction.stderr[-2000:]
+    assert snakemake_jobs(extraction.stdout + extraction.stderr) == FULL_GRID
+
+    again = snakemake(project)
+    assert snakemake_jobs(again.stdout + again.stderr) == {}
+
+
+def test_dvc_reruns_only_what_a_change_invalidates(dvc_first: dict) -> None:
+    project = dvc_first["project"]
+    dvc = str(BIN / "dvc")
+    nothing = _run([dvc, "repro"], project)
+    assert nothing.returncode == 0 and dvc_jobs(nothing.stdout + nothing.stderr) == {}
+
+    _set_params(project, {"models": {"bm25": {"k1": 1.5}}})
+    k1 = _run([dvc, "repro"], project)
+    assert k1.returncode == 0, k1.stderr[-2000:]
+    assert dvc_jobs(k1.stdout + k1.stderr) == {"evaluate": 2, "aggregate": 1}
+
+    again = _run([dvc, "repro"], project)
+    assert dvc_jobs(again.stdout + again.stderr) == {}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_interrupted_run_finishes_on_restart_with_the_same_results(
+    sig: signal.Signals, snakemake_first: dict, tmp_path: Path
+) -> None:
+    project = _copy_project(tmp_path / "project")
+    command = ["bash", "scripts/snakemake.sh", "--cores", "1", "--configfile", TINY]
+    process = subprocess.Popen(
+        command, cwd=project, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    marker = project / "data/prepared/python-stdlib/card.json"  # prepare done, attacks under way
+    deadline = time.monotonic() + 120
+    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the run finished before it could be interrupted"
+    os.killpg(process.pid, sig)
+    process.wait(timeout=60)
+    assert not (project / "results/summary.csv").exists()
+    if sig == signal.SIGKILL:  # the case snakemake cannot clean up after itself
+        assert any((project / ".snakemake/locks").iterdir())
+
+    restart = _run(command, project)
+    assert restart.returncode == 0, restart.stdout[-3000:] + restart.stderr[-3000:]
+    assert (project / "results/summary.csv").read_bytes() == snakemake_first["files"]["results/summary.csv"]
+    assert snapshot(project) == snakemake_first["files"]
+
+
+@pytest.mark.parametrize(
+    ("params_text", "overlay", "expected"),
+    [
+        ("study: x\ngrid: {datasets: [python-stdlib], attacks: [none,\n", None, "params.yaml: line 3"),
+        (None, {"grid": {"attacks": ["none", "no_coment"]}}, "Did you mean 'no_comment'?"),
+        (None, {"grid": {"models": ["bm52"]}}, "grid.models[0]"),
+        (None, {"models": {"bm25": {"k_1": 2}}}, "Did you mean 'k1'?"),
+        (None, {"datasets": {"python-stdlib": {"source": "/nonexistent/csbench-src"}}}, "/nonexistent/csbench-src"),
+    ],
+    ids=["malformed-yaml", "unknown-attack", "unknown-model", "misspelt-key", "missing-source"],
+)
+def test_bad_config_stops_snakemake_before_any_job(
+    params_text: str | None, overlay: dict | None, expected: str, tmp_path: Path
+) -> None:
+    project = _copy_project(tmp_path / "project")
+    if params_text is not None:
+        (project / "params.yaml").write_text(params_text)
+    if overlay is not None:
+        _set_overlay(project, overlay)
+    result = snakemake(project)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    error_lines = [line for line in output.splitlines() if line.startswith("csbench: invalid config:")]
+    assert len(error_lines) == 1 and expected in error_lines[0], output[-2000:]
+    assert "Traceback" not in output
+    assert not (project / "data").exists() and not (project / "results").exists()
+
+
+def test_unreadable_source_directory_is_named(tmp_path: Path) -> None:
+    source = tmp_path / "src-dir"
+    source.mkdir()
+    source.chmod(0)
+    try:
+        if os.access(source, os.R_OK | os.X_OK):
+            pytest.skip("running as root: a mode-000 directory is still readable")
+        project = _copy_project(tmp_path / "project")
+        _set_overlay(project, {"datasets": {"python-stdlib": {"source": str(source)}}})
+        result = snakemake(project)
+        assert result.returncode != 0
+        assert f"datasets.python-stdlib.source: source directory '{source}' is not readable" in result.stderr
+    finally:
+        source.chmod(0o755)
+
+
+def test_snakemake_lint_is_clean() -> None:
+    result = _run([str(BIN / "snakemake"), "--lint", "--cores", "1"], PROJECT_ROOT)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr
+
+
+def test_ruff_is_clean() -> None:
+    result = _run([str(BIN / "ruff"), "check", "."], PROJECT_ROOT)
+    assert result.returncode == 0, result.stdout[-3000:]
