@@ -18,7 +18,7 @@ test: setup
 
 ## repro: the same study through DVC (needs a git checkout)
 repro: setup
-	dvc repro
+	csbench validate --check-sources && dvc repro
 
 lint: setup
 	ruff check . && snakemake --lint --cores 1
