@@ -287,3 +287,37 @@ def test_snakemake_lint_is_clean() -> None:
 def test_ruff_is_clean() -> None:
     result = _run([str(BIN / "ruff"), "check", "."], PROJECT_ROOT)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_dvc_code_deps_match_the_phase_code_snakemake_tracks() -> None:
+    from csbench.paths import PHASE_CODE
+
+    stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
+    for phase, parts in PHASE_CODE.items():
+        code_deps = {d for d in stages[phase]["deps"] if d.startswith("src/")}
+        assert code_deps == {f"src/csbench/{part}" for part in parts}, phase
+    rule_text = "".join(p.read_text() for p in (PROJECT_ROOT / "workflow/rules").glob("*.smk"))
+    for phase in PHASE_CODE:
+        assert f'code=paths.code_digest("{phase}")' in rule_text, phase
+
+
+def test_a_code_change_changes_the_digest_of_the_phases_running_it_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from csbench import paths
+
+    package = tmp_path / "csbench"
+    shutil.copytree(paths.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(paths, "PACKAGE_DIR", package)
+    before = {phase: paths.code_digest(phase) for phase in paths.PHASE_CODE}
+    with (package / "results" / "collect.py").open("a") as handle:
+        handle.write("\n# a change\n")
+    assert [p for p in paths.PHASE_CODE if paths.code_digest(p) != before[p]] == ["aggregate"]
+    with (package / "code" / "tokens.py").open("a") as handle:
+        handle.write("\n# a change\n")
+    changed = [p for p in paths.PHASE_CODE if paths.code_digest(p) != before[p]]
+    assert changed == ["prepare", "attack", "evaluate", "aggregate"]
+    without_bytecode = paths.code_digest("aggregate")
+    (package / "results" / "__pycache__").mkdir()
+    (package / "results" / "__pycache__" / "collect.cpython-311.pyc").write_bytes(b"byte-code does not count")
+    assert paths.code_digest("aggregate") == without_bytecode

@@ -28,3 +28,28 @@ def split_files(directory: Path) -> dict[str, Path]:
 
 def run_dir(run_path: str) -> Path:
     return Path("results/runs") / run_path
+
+
+# The package code each phase runs, relative to src/csbench. Snakemake tracks its digest as a rule
+# parameter and dvc.yaml lists it as deps (tests/test_drivers.py checks both agree), so a code
+# change re-runs exactly the phases that run that code, under either driver.
+PHASE_CODE: dict[str, tuple[str, ...]] = {
+    "prepare": ("datasets", "code"),
+    "attack": ("attacks", "code"),
+    "evaluate": ("evaluate", "models", "code/tokens.py"),
+    "aggregate": ("results",),
+}
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def code_digest(phase: str) -> str:
+    """SHA-256 over the Python sources a phase runs (file names and contents, sorted)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for part in PHASE_CODE[phase]:
+        target = PACKAGE_DIR / part
+        files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        for file in files:
+            digest.update(file.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()

@@ -12,6 +12,7 @@ from typing import Any
 
 from csbench import __version__
 from csbench.io import canonical_hash, sha256_file
+from csbench.paths import code_digest
 
 PACKAGES = ("numpy", "pandas", "pyarrow", "bm25s", "tree-sitter", "tree-sitter-languages", "torch", "transformers")
 
@@ -56,6 +57,7 @@ def provenance(
 ) -> dict[str, Any]:
     return {
         "phase": phase,
+        "code_sha256": code_digest(phase),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "git": git_state(),
         "params": params,

@@ -6,6 +6,7 @@ rule attack:
     params:
         cli=CSBENCH,
         configs=CONFIG_ARGS,
+        code=paths.code_digest("attack"),
     log:
         "logs/attack/{dataset}/{attack}.log",
     conda:

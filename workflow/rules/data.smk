@@ -6,6 +6,7 @@ rule prepare:
     params:
         cli=CSBENCH,
         configs=CONFIG_ARGS,
+        code=paths.code_digest("prepare"),
         dataset=lambda w: tracked("datasets", w.dataset),
         extraction=tracked("extraction"),
     log:

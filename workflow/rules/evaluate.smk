@@ -12,6 +12,7 @@ rule evaluate:
     params:
         cli=CSBENCH,
         configs=CONFIG_ARGS,
+        code=paths.code_digest("evaluate"),
         model=lambda w: tracked("models", w.model),
         evaluation=tracked("evaluation"),
     log:

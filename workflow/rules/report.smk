@@ -10,6 +10,7 @@ rule aggregate:
     params:
         cli=CSBENCH,
         configs=CONFIG_ARGS,
+        code=paths.code_digest("aggregate"),
         study=tracked("study"),
     log:
         "logs/aggregate.log",
