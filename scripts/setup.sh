@@ -9,8 +9,13 @@ VENV=.venv
 STAMPS=$VENV/.csbench-stamps
 PYTHON=${PYTHON:-python3}
 # System packages later phases need: WordNet for synonym perturbations (nltk reads its files),
-# apertium with the English→Spanish pair for the comment-translation attack.
-APT_PACKAGES=(wordnet-base wordnet-sense-index apertium apertium-eng-spa)
+# apertium with the English→Spanish pair for the comment-translation attack, and real source
+# code in six more languages for the local multi-language corpus (workflow/configs/local-7lang.yaml).
+APT_PACKAGES=(
+  wordnet-base wordnet-sense-index apertium apertium-eng-spa
+  golang-1.19-src openjdk-17-source libruby3.1 node-lodash node-express
+  php-symfony-console php-monolog php-guzzlehttp-psr7 php-league-commonmark
+)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 
