@@ -331,3 +331,12 @@ def test_cli_runs_follows_the_grid(tmp_path, raw, capsys) -> None:
     data["grid"].update(datasets=["python-stdlib"], attacks=["no_comment"])
     assert main(["runs", "--config", str(_write(tmp_path, data, "one.yaml"))]) == 0
     assert capsys.readouterr().out == "python-stdlib/no_comment/bm25/none/0/zero_shot\n"
+
+
+def test_a_grid_dataset_without_an_entry_under_datasets_is_refused() -> None:
+    import yaml as _yaml
+
+    raw = _yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    del raw["datasets"]["python-stdlib"]
+    with pytest.raises(ConfigError, match=r"datasets\.python-stdlib: missing; .*`\{\}` for the defaults"):
+        validate_config(raw)

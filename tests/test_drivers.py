@@ -34,6 +34,8 @@ PROJECT_FILES = ("Snakefile", "params.yaml", "dvc.yaml", ".dvcignore", "profiles
 SAME_FILES = (
     "data/prepared/*/*.parquet",
     "data/prepared/*/card.md",
+    "data/raw/*/MANIFEST.json",
+    "results/datasets/*/card.md",
     "data/attacked/*/*/*.parquet",
     "results/runs/**/metrics.json",
     "results/runs/**/ranks.tsv",
@@ -41,7 +43,8 @@ SAME_FILES = (
     "results/summary.csv",
     "results/summary.md",
 )
-FULL_GRID = {"prepare": 1, "attack": 2, "evaluate": 2, "aggregate": 1}
+FULL_GRID = {"download": 1, "prepare": 1, "audit": 1, "attack": 2, "evaluate": 2, "aggregate": 1}
+AFTER_EXTRACTION_CHANGE = {"prepare": 1, "audit": 1, "attack": 2, "evaluate": 2, "aggregate": 1}
 
 
 def _env() -> dict[str, str]:
@@ -187,7 +190,7 @@ def test_snakemake_reruns_only_what_a_change_invalidates(snakemake_first: dict) 
     _set_overlay(project, {"extraction": {"min_code_lines": 4}})
     extraction = snakemake(project)
     assert extraction.returncode == 0, extraction.stderr[-2000:]
-    assert snakemake_jobs(extraction.stdout + extraction.stderr) == FULL_GRID
+    assert snakemake_jobs(extraction.stdout + extraction.stderr) == AFTER_EXTRACTION_CHANGE
 
     again = snakemake(project)
     assert snakemake_jobs(again.stdout + again.stderr) == {}

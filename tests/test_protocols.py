@@ -392,3 +392,63 @@ def test_evaluate_pool_ranks_do_not_depend_on_pool_order(evaluated: dict) -> Non
     for name in ("full-corpus", "csn-1000"):
         got = dict(zip(outcomes[name].query_ids, outcomes[name].ranks, strict=True))
         assert got == evaluated["hand"][name]
+
+
+class _TokenOverlap:
+    """A tiny retriever: score = number of query words found in the code."""
+
+    def index(self, frame: pd.DataFrame) -> None:
+        self.codes = [set(code.split()) for code in frame["code"]]
+
+    def scores(self, query: str) -> np.ndarray:
+        words = set(query.split())
+        return np.array([len(words & code) for code in self.codes], dtype=float)
+
+
+def test_full_corpus_ranks_against_the_codebase_matching_answers_by_url() -> None:
+    from csbench.evaluate.protocols import codebase_plan
+    from csbench.evaluate.runner import evaluate_pool
+
+    test = pd.DataFrame(
+        {
+            "id": ["q0", "q1", "q2"],
+            "query": ["alpha beta", "gamma", "zeta"],
+            "code": ["alpha beta", "gamma", "zeta"],
+            "url": ["u/a", "u/g", "u/missing"],
+        }
+    )
+    codebase = pd.DataFrame(
+        {
+            "id": ["c0", "c1", "c2", "c3"],
+            "code": ["alpha", "gamma delta", "alpha beta", "gamma"],
+            "url": ["u/x", "u/g2", "u/a", "u/g"],
+        }
+    )
+    outcomes, _ = evaluate_pool(
+        _TokenOverlap(),
+        test,
+        ["full-corpus", "csn-1000"],
+        10,
+        "t",
+        progress=False,
+        codebase=codebase,
+        codebase_retriever=_TokenOverlap(),
+    )
+    full = outcomes["full-corpus"]
+    # q0: "alpha beta" scores c2 = 2 (the answer), c0 = 1 -> rank 1
+    # q1: "gamma" scores c1 = 1 and c3 = 1 (the answer): a tie, counted against the model -> rank 2
+    assert full.query_ids == ["q0", "q1"] and full.ranks == [1, 2] and full.n_candidates == [4, 4]
+    assert "1 queries whose url is not in the codebase are not evaluated" in full.plan_note
+    assert full.run_lines[0].split()[:4] == ["q0", "Q0", "c2", "1"]
+    assert outcomes["csn-1000"].ranks == []  # the test-pair protocol still uses the test split
+    plan = codebase_plan(["u/a", "u/a"], ["u/a", "u/a", "u/b"])
+    assert plan.answer(1) == 0 and "1 codebase entries repeat a url" in plan.note
+
+
+def test_an_empty_codebase_means_the_test_split_is_the_pool() -> None:
+    from csbench.evaluate.runner import evaluate_pool
+
+    test = pd.DataFrame({"id": ["q0", "q1"], "query": ["a", "b"], "code": ["a", "b"], "url": ["u0", "u1"]})
+    empty = test.iloc[0:0]
+    outcomes, _ = evaluate_pool(_TokenOverlap(), test, ["full-corpus"], 5, "t", progress=False, codebase=empty)
+    assert outcomes["full-corpus"].ranks == [1, 1] and outcomes["full-corpus"].n_candidates == [2, 2]

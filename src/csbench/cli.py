@@ -3,7 +3,9 @@
 Snakemake rules, dvc stages and users all run these commands, with the same arguments:
 
     csbench validate  --config params.yaml [--check-sources]
+    csbench download  --config params.yaml --dataset csn-filtered-ruby
     csbench prepare   --config params.yaml --dataset python-stdlib
+    csbench audit     --config params.yaml --dataset python-stdlib
     csbench attack    --config params.yaml --dataset python-stdlib --attack no_comment
     csbench evaluate  --config params.yaml --dataset python-stdlib --attack none --model bm25
     csbench aggregate --config params.yaml
@@ -17,6 +19,7 @@ tiny study.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -67,16 +70,64 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_prepare(args: argparse.Namespace) -> int:
-    from csbench.code.extract import FilterSettings
-    from csbench.datasets.local import SplitSettings, build_local_corpus, card_markdown
+def cmd_download(args: argparse.Namespace) -> int:
+    from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 
     config = _config(args)
     _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    target = paths.raw_dir(args.dataset)
+    if config.dataset_kind(args.dataset) == LOCAL_SOURCE_KIND:
+        check_sources(config)
+        options = config.dataset_options(args.dataset)
+        manifest = {
+            "dataset": args.dataset,
+            "kind": LOCAL_SOURCE_KIND,
+            "source": options["source"],
+            "note": "extracted from source code on this machine by `csbench prepare`; nothing to download",
+        }
+        write_json(target / "MANIFEST.json", manifest)
+        log.info("%s is a local corpus (source %s): nothing to download", args.dataset, options["source"])
+        return 0
+    from csbench.datasets.download import fetch_dataset
+
+    manifest = fetch_dataset(DATASETS.get(args.dataset), Path(paths.RAW).parent, progress=not args.quiet)
+    log.info("%s: %d file(s) present and verified in %s", args.dataset, len(manifest.get("files", [])), target)
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from csbench.datasets import LOCAL_SOURCE_KIND
+
+    config = _config(args)
+    _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    started = time.perf_counter()
+    out = paths.prepared_dir(args.dataset)
+    if config.dataset_kind(args.dataset) == LOCAL_SOURCE_KIND:
+        card = _prepare_local(config, args, out)
+    else:
+        card = _prepare_release(config, args, out)
+    card["wall_s"] = round(time.perf_counter() - started, 2)
+    write_json(out / "card.json", card)
+    write_text(out / "card.md", _card_md(card))
+    counts = ", ".join(f"{s} {v['pairs']}" for s, v in card["splits"].items())
+    log.info("prepared %s: %s in %.1f s", args.dataset, counts, card["wall_s"])
+    return 0
+
+
+def _card_md(card: dict) -> str:
+    from csbench.datasets.local import LOCAL_SOURCE_KIND, card_markdown
+    from csbench.datasets.prepare import release_card_markdown
+
+    return card_markdown(card) if card["kind"] == LOCAL_SOURCE_KIND else release_card_markdown(card)
+
+
+def _prepare_local(config: Config, args: argparse.Namespace, out: Path) -> dict:
+    from csbench.code.extract import FilterSettings
+    from csbench.datasets.local import SplitSettings, build_local_corpus
+
     check_sources(config)
     extraction = config.section("extraction")
     options = config.dataset_options(args.dataset)
-    started = time.perf_counter()
     frame, card = build_local_corpus(
         args.dataset,
         options,
@@ -85,15 +136,85 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         workers=args.jobs,
     )
-    out = paths.prepared_dir(args.dataset)
     for split, file in paths.split_files(out).items():
         write_parquet(file, frame[frame["split"] == split].reset_index(drop=True))
     card["params_sha256"] = canonical_hash({"options": options, "extraction": extraction})
-    card["wall_s"] = round(time.perf_counter() - started, 2)
-    write_json(out / "card.json", card)
-    write_text(out / "card.md", card_markdown(card))
-    counts = ", ".join(f"{s} {v['pairs']}" for s, v in card["splits"].items())
-    log.info("prepared %s: %s pairs (%s) in %.1f s", args.dataset, len(frame), counts, card["wall_s"])
+    return card
+
+
+def _prepare_release(config: Config, args: argparse.Namespace, out: Path) -> dict:
+    from csbench.datasets import DATASETS
+    from csbench.datasets.base import SkipReport
+    from csbench.datasets.prepare import SplitWriter
+
+    spec = DATASETS.get(args.dataset)
+    raw = paths.raw_dir(args.dataset)
+    if not (raw / "MANIFEST.json").is_file():
+        raise FileNotFoundError(f"{raw}/MANIFEST.json is missing: run `csbench download --dataset {args.dataset}`")
+    if spec.reader is None:
+        raise ValueError(f"dataset {args.dataset!r} has no query/code pairs to prepare (see its module)")
+    options = config.dataset_options(args.dataset)
+    report = SkipReport()
+    with SplitWriter(out, paths.ALL_SPLITS) as writer:
+        for record in spec.reader(raw, options, report):
+            writer.add(record)
+    splits = {s: writer.stats[s].as_dict() for s in paths.ALL_SPLITS}
+    mismatches = {
+        s: {"expected": n, "prepared": splits.get(s, {}).get("pairs")}
+        for s, n in spec.expected_counts.items()
+        if splits.get(s, {}).get("pairs") != n
+    }
+    for split, counts in mismatches.items():
+        log.warning(
+            "%s %s: %s records prepared, the release documents %s",
+            args.dataset,
+            split,
+            counts["prepared"],
+            counts["expected"],
+        )
+    return {
+        "name": spec.name,
+        "kind": spec.kind,
+        "language": ",".join(spec.languages),
+        "description": spec.description,
+        "licence": spec.licence,
+        "citation": spec.citation,
+        "source": spec.homepage or (spec.files[0].urls[0] if spec.files and spec.files[0].urls else ""),
+        "repo": spec.name,
+        "source_sha256": canonical_hash(json.loads((raw / "MANIFEST.json").read_text())),
+        "files": {},
+        "skipped_files": {},
+        "skipped_records": report.as_dict(),
+        "extraction": {},
+        "expected_counts": spec.expected_counts,
+        "count_mismatches": mismatches,
+        "splits": splits,
+        "params_sha256": canonical_hash({"options": options}),
+    }
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from csbench.datasets.audit import audit_dataset, card_markdown
+
+    config = _config(args)
+    _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    prepared = paths.prepared_dir(args.dataset)
+    card_file = prepared / "card.json"
+    if not card_file.is_file():
+        raise FileNotFoundError(f"{card_file} is missing: run `csbench prepare --dataset {args.dataset}` first")
+    card = json.loads(card_file.read_text())
+    audit = audit_dataset(prepared, workers=args.jobs, progress=not args.quiet)
+    out = paths.cards_dir(args.dataset)
+    write_json(out / "card.json", {"card": card, "audit": audit})
+    write_text(out / "card.md", card_markdown(args.dataset, card, audit))
+    shared = audit["shared_code"].get("test_in_train", {})
+    log.info(
+        "audited %s: %s test records also in train (exact), %s (near); pool duplicates %s",
+        args.dataset,
+        shared.get("exact", "n/a"),
+        shared.get("near", "n/a"),
+        (audit["pool_duplicates"] or {}).get("exact_records", "n/a"),
+    )
     return 0
 
 
@@ -131,15 +252,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"model {run.model!r} is not trained: its runs have loss none, seed 0, zero_shot")
     model_params = config.model_params(run.model)
     evaluation = config.section("evaluation")
-    test_file = paths.split_files(paths.attacked_dir(run.dataset, run.attack))["test"]
-    if not test_file.is_file():
-        raise FileNotFoundError(f"{test_file} is missing: run `csbench attack` for {run.dataset}/{run.attack} first")
+    files = paths.split_files(paths.attacked_dir(run.dataset, run.attack))
+    test_file, codebase_file = files["test"], files[paths.POOL_SPLIT]
+    for file in (test_file, codebase_file):
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} is missing: run `csbench attack` for {run.dataset}/{run.attack} first")
     started = time.perf_counter()
     pool = pd.read_parquet(test_file)
-    retriever = spec.factory(model_params)
+    codebase = pd.read_parquet(codebase_file)
     run_name = f"csbench-{run.model}-{run.attack}"
     outcomes, timings = evaluate_pool(
-        retriever, pool, evaluation["protocols"], evaluation["run_depth"], run_name, progress=not args.quiet
+        spec.factory(model_params),
+        pool,
+        evaluation["protocols"],
+        evaluation["run_depth"],
+        run_name,
+        progress=not args.quiet,
+        codebase=codebase,
+        codebase_retriever=spec.factory(model_params) if len(codebase) else None,
     )
     out = paths.run_dir(run.path)
     scores, protocol_info = [], {}
@@ -162,7 +292,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     params = {"model": model_params, "evaluation": evaluation}
     write_json(
         out / "provenance.json",
-        provenance(phase="evaluate", params=params, inputs=[test_file], seed=run.seed, timings=timings),
+        provenance(phase="evaluate", params=params, inputs=[test_file, codebase_file], seed=run.seed, timings=timings),
     )
     write_json(
         out / "metrics.json",
@@ -182,7 +312,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 
     config = _config(args)
     run_dirs = [paths.run_dir(run.path) for run in config.runs()]
-    table = aggregate(run_dirs, Path(paths.RESULTS), config.study)
+    cards = {name: paths.cards_dir(name) / "card.json" for name in config.datasets}
+    table = aggregate(run_dirs, Path(paths.RESULTS), config.study, cards)
     log.info("aggregated %d runs (%d rows) into %s/summary.md", len(run_dirs), len(table), paths.RESULTS)
     return 0
 
@@ -202,11 +333,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(p)
     p.set_defaults(func=cmd_runs)
 
+    p = sub.add_parser("download", help="fetch and verify a release into data/raw/ (or check files put there)")
+    _add_config(p)
+    p.add_argument("--dataset", required=True)
+    p.set_defaults(func=cmd_download)
+
     p = sub.add_parser("prepare", help="build a dataset in the common schema under data/prepared/")
     _add_config(p)
     p.add_argument("--dataset", required=True)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("audit", help="dataset card and leakage audit into results/datasets/")
+    _add_config(p)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("attack", help="apply a code attack to every split of a prepared dataset")
     _add_config(p)

@@ -208,6 +208,12 @@ def _check_names(config: Config) -> None:
     for name in config.raw.get("datasets", {}):
         if name not in valid_datasets:
             raise UnknownNameError("dataset", name, valid_datasets, where=f"datasets.{name}")
+    for name in config.datasets:
+        if name not in config.raw.get("datasets", {}):
+            raise ValueError(
+                f"datasets.{name}: missing; every dataset of grid.datasets needs an entry there, `{{}}` for "
+                "the defaults (dvc.yaml tracks it as the dataset's parameters)"
+            )
     for name in defined_local:
         opts = config.dataset_options(name)
         missing = [k for k in ("language", "source") if k not in opts]

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from csbench.datasets import SPLITS
+from csbench.datasets.base import POOL_SPLIT, SPLITS
 
+# Every prepared / attacked dataset has these four files; `codebase` is empty unless the release
+# ships a retrieval pool (CodeXGLUE codebase.jsonl, CoSQA's code pool).
+ALL_SPLITS = (*SPLITS, POOL_SPLIT)
+
+RAW = "data/raw/{dataset}"
+CARDS = "results/datasets/{dataset}"
 PREPARED = "data/prepared/{dataset}"
 ATTACKED = "data/attacked/{dataset}/{attack}"
 RUN = "results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}"
@@ -22,8 +28,16 @@ def attacked_dir(dataset: str, attack: str) -> Path:
     return Path(ATTACKED.format(dataset=dataset, attack=attack))
 
 
+def raw_dir(dataset: str) -> Path:
+    return Path(RAW.format(dataset=dataset))
+
+
+def cards_dir(dataset: str) -> Path:
+    return Path(CARDS.format(dataset=dataset))
+
+
 def split_files(directory: Path) -> dict[str, Path]:
-    return {split: directory / f"{split}.parquet" for split in SPLITS}
+    return {split: directory / f"{split}.parquet" for split in ALL_SPLITS}
 
 
 def run_dir(run_path: str) -> Path:
@@ -34,7 +48,9 @@ def run_dir(run_path: str) -> Path:
 # parameter and dvc.yaml lists it as deps (tests/test_drivers.py checks both agree), so a code
 # change re-runs exactly the phases that run that code, under either driver.
 PHASE_CODE: dict[str, tuple[str, ...]] = {
+    "download": ("datasets/download.py",),
     "prepare": ("datasets", "code"),
+    "audit": ("datasets/audit.py", "datasets/prepare.py", "code"),
     "attack": ("attacks", "code"),
     "evaluate": ("evaluate", "models", "code/tokens.py"),
     "aggregate": ("results",),

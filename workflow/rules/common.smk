@@ -6,7 +6,6 @@ import sys
 
 from csbench import paths
 from csbench.config import ConfigError, check_sources, load_config, merge, validate_config
-from csbench.datasets import SPLITS
 
 
 def _config_files():
@@ -41,6 +40,7 @@ CSBENCH = _csbench_command()
 ENV = "../envs/csbench.yaml"
 CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
 SUMMARY_FILES = paths.SUMMARY_FILES
+SPLITS = paths.ALL_SPLITS
 RUNS = CFG.runs()
 
 

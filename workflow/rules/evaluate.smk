@@ -1,6 +1,7 @@
 rule evaluate:
     input:
         test="data/attacked/{dataset}/{attack}/test.parquet",
+        codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
     output:
         metrics="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/metrics.json",
         provenance="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/provenance.json",

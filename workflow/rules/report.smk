@@ -5,6 +5,7 @@ localrules:
 rule aggregate:
     input:
         metrics=[f"{paths.run_dir(run.path)}/metrics.json" for run in RUNS],
+        cards=expand("results/datasets/{dataset}/card.json", dataset=CFG.datasets),
     output:
         summary=expand("results/{name}", name=SUMMARY_FILES),
     params:

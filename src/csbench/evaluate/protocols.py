@@ -21,10 +21,14 @@ class Plan:
     groups: list[np.ndarray]
     group_of: np.ndarray
     note: str = ""
+    answers: np.ndarray | None = None  # pool index of each query's correct code; None: the query's own
 
     def candidates(self, query: int) -> np.ndarray | None:
         group = self.group_of[query]
         return None if group < 0 else self.groups[group]
+
+    def answer(self, query: int) -> int:
+        return query if self.answers is None else int(self.answers[query])
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class Protocol:
     name: str
     description: str
     mrr_cutoff: int | None  # reciprocal rank is 0 beyond this rank
+    uses_codebase: bool = False  # ranks against the release's codebase when it has one
 
     def plan(self, ids: list[str]) -> Plan:
         raise NotImplementedError
@@ -68,10 +73,33 @@ class Chunked(Protocol):
         return Plan(groups, group_of, note)
 
 
+def codebase_plan(query_urls: list[str], pool_urls: list[str]) -> Plan:
+    """Every query against the whole codebase; its correct code is the pool entry with its url
+    (how CodeXGLUE's evaluators match). Queries whose url is not in the pool are not evaluated."""
+    first: dict[str, int] = {}
+    for index, url in enumerate(pool_urls):
+        first.setdefault(url, index)
+    answers = np.array([first.get(url, -1) for url in query_urls], dtype=np.int64)
+    group_of = np.where(answers >= 0, 0, -1).astype(np.int64)
+    missing = int((answers < 0).sum())
+    repeated = len(pool_urls) - len(first)
+    notes = []
+    if missing:
+        notes.append(f"{missing} queries whose url is not in the codebase are not evaluated")
+    if repeated:
+        notes.append(f"{repeated} codebase entries repeat a url (the first one is the answer)")
+    return Plan([np.arange(len(pool_urls))], group_of, "; ".join(notes), answers)
+
+
 PROTOCOLS: Registry[Protocol] = Registry("protocol")
 PROTOCOLS.register(
     "full-corpus",
-    FullCorpus("full-corpus", "each query against the whole test codebase; MRR cut at 1,000", 1000),
+    FullCorpus(
+        "full-corpus",
+        "each query against the whole test codebase (the release's codebase if it has one); MRR cut at 1,000",
+        1000,
+        uses_codebase=True,
+    ),
 )
 PROTOCOLS.register(
     "csn-1000",

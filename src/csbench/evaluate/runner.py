@@ -12,7 +12,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from csbench.evaluate.metrics import rank_metrics, rank_of_correct
-from csbench.evaluate.protocols import PROTOCOLS, Plan
+from csbench.evaluate.protocols import PROTOCOLS, Plan, codebase_plan
 
 
 @dataclass
@@ -51,38 +51,59 @@ def evaluate_pool(
     run_depth: int,
     run_name: str,
     progress: bool = True,
+    codebase: pd.DataFrame | None = None,
+    codebase_retriever=None,
 ) -> tuple[dict[str, ProtocolOutcome], dict[str, float]]:
-    """Rank every query of ``pool`` (its own code is the answer) under each protocol.
+    """Rank the queries of the test split ``pool`` under each protocol.
 
-    The retriever indexes the pool once; each query is scored once against the whole pool and the
-    protocols read their candidates from that score vector.
+    Test-pool protocols rank each query against test codes (its own code is the answer). When a
+    non-empty ``codebase`` is given (with a second retriever for it), protocols that use the
+    codebase rank against it instead, the answer being the codebase entry with the query's url.
+    Each retriever indexes its pool once; each query is scored once per pool.
     """
     ids = pool["id"].tolist()
     if len(set(ids)) != len(ids):
         raise ValueError("test pool ids are not unique")
-    plans: dict[str, Plan] = {name: PROTOCOLS.get(name).plan(ids) for name in protocols}
-    outcomes = {name: ProtocolOutcome(name, plans[name].note) for name in protocols}
+    with_codebase = codebase is not None and len(codebase) > 0
+    if with_codebase and codebase_retriever is None:
+        raise ValueError("a codebase needs its own retriever")
+    plans: dict[str, tuple[str, Plan]] = {}
+    for name in protocols:
+        protocol = PROTOCOLS.get(name)
+        if protocol.uses_codebase and with_codebase:
+            plans[name] = ("codebase", codebase_plan(pool["url"].tolist(), codebase["url"].tolist()))
+        else:
+            plans[name] = ("test", protocol.plan(ids))
+    outcomes = {name: ProtocolOutcome(name, plans[name][1].note) for name in protocols}
+    retrievers = {"test": (retriever, pool)}
+    if any(kind == "codebase" for kind, _ in plans.values()):
+        retrievers["codebase"] = (codebase_retriever, codebase)
+    needed = {kind for kind, _ in plans.values()}
     t0 = time.perf_counter()
-    retriever.index(pool)
+    for kind in needed:
+        model, frame = retrievers[kind]
+        model.index(frame)
     t_index = time.perf_counter() - t0
+    pool_ids = {kind: frame["id"].tolist() for kind, (_, frame) in retrievers.items()}
     queries = pool["query"].tolist()
     t0 = time.perf_counter()
     for i in tqdm(range(len(ids)), desc=f"search {run_name}", unit="query", disable=not progress, mininterval=2):
-        if all(plan.candidates(i) is None for plan in plans.values()):
-            continue
-        scores = np.asarray(retriever.scores(queries[i]), dtype=np.float64)
-        for name, plan in plans.items():
+        scores: dict[str, np.ndarray] = {}
+        for name, (kind, plan) in plans.items():
             candidates = plan.candidates(i)
             if candidates is None:
                 continue
-            local = scores[candidates]
-            correct = int(np.flatnonzero(candidates == i)[0])
+            if kind not in scores:
+                scores[kind] = np.asarray(retrievers[kind][0].scores(queries[i]), dtype=np.float64)
+            local = scores[kind][candidates]
+            correct = int(np.flatnonzero(candidates == plan.answer(i))[0])
             outcome = outcomes[name]
             outcome.query_ids.append(ids[i])
             outcome.ranks.append(rank_of_correct(local, correct))
             outcome.n_candidates.append(int(candidates.size))
+            names = pool_ids[kind]
             for pos, j in enumerate(top_k(local, correct, run_depth), start=1):
-                outcome.run_lines.append(f"{ids[i]} Q0 {ids[candidates[j]]} {pos} {local[j]:.6f} {run_name}")
+                outcome.run_lines.append(f"{ids[i]} Q0 {names[candidates[j]]} {pos} {local[j]:.6f} {run_name}")
     t_search = time.perf_counter() - t0
     return outcomes, {"index_s": round(t_index, 3), "search_s": round(t_search, 3)}
 

@@ -96,7 +96,31 @@ def _fmt(value: object, metric: str) -> str:
     return f"{float(value):.4f}"
 
 
-def summary_markdown(table: pd.DataFrame, study: str, notes: dict[str, str]) -> str:
+def datasets_markdown(cards: dict[str, Path]) -> list[str]:
+    """One line per dataset: size, leakage between splits, and duplicates in the retrieval pool."""
+    if not cards:
+        return []
+    lines = [
+        "",
+        "## Datasets",
+        "",
+        "| dataset | train | valid | test | test code also in train (exact / near) | pool records with a twin |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, path in cards.items():
+        if not path.is_file():
+            raise FileNotFoundError(f"dataset card {path} is missing: run `csbench audit --dataset {name}` first")
+        data = json.loads(path.read_text())
+        splits, audit = data["card"]["splits"], data["audit"]
+        shared = audit["shared_code"].get("test_in_train")
+        leak = f"{shared['exact']} / {shared['near']}" if shared else "n/a"
+        twins = audit["pool_duplicates"]["exact_records"] if audit["pool_duplicates"] else "n/a"
+        counts = [str(splits.get(s, {}).get("pairs", 0)) for s in ("train", "valid", "test")]
+        lines.append(f"| [{name}](datasets/{name}/card.md) | " + " | ".join(counts) + f" | {leak} | {twins} |")
+    return lines
+
+
+def summary_markdown(table: pd.DataFrame, study: str, notes: dict[str, str], cards: dict[str, Path] | None = None) -> str:
     lines = [
         f"# csbench results: study `{study}`",
         "",
@@ -116,10 +140,13 @@ def summary_markdown(table: pd.DataFrame, study: str, notes: dict[str, str]) -> 
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"- {key}: {text}" for key, text in sorted(notes.items())]
+    lines += datasets_markdown(cards or {})
     return "\n".join(lines) + "\n"
 
 
-def aggregate(run_dirs: list[Path], out_dir: Path, study: str) -> pd.DataFrame:
+def aggregate(
+    run_dirs: list[Path], out_dir: Path, study: str, cards: dict[str, Path] | None = None
+) -> pd.DataFrame:
     scores, runs = collect(run_dirs)
     table = summary_table(scores)
     notes: dict[str, str] = {}
@@ -132,5 +159,5 @@ def aggregate(run_dirs: list[Path], out_dir: Path, study: str) -> pd.DataFrame:
     write_database(out_dir / "results.db", scores, runs)
     with atomic_path(out_dir / "summary.csv") as tmp:
         table.to_csv(tmp, index=False)
-    write_text(out_dir / "summary.md", summary_markdown(table, study, notes))
+    write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards))
     return table
