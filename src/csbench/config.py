@@ -240,4 +240,6 @@ def check_sources(config: Config) -> None:
             try:
                 resolve_source(str(opts["source"]))
             except SourceError as err:
-                raise ConfigError(f"{'+'.join(config.sources)}: datasets.{name}.source: {err}") from None
+                hint = DATASETS.get(name).setup_hint if name in DATASETS else ""
+                message = f"{'+'.join(config.sources)}: datasets.{name}.source: {err}" + (f"; {hint}" if hint else "")
+                raise ConfigError(message) from None

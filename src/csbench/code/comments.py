@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from tree_sitter import Node
+from tree_sitter import Node, Tree
 
+from csbench.code.languages import LanguageSpec, language_spec
 from csbench.code.parsing import parse, walk
 
 # Python nodes whose body may open with a docstring.
@@ -79,13 +81,16 @@ def _docstring_edit(data: bytes, owner: Node, doc: Node) -> tuple[int, int, byte
 
 
 def remove_comments(code: str, language: str) -> str:
-    """Return ``code`` without comments and docstrings; everything else is left as it was.
+    """Return ``code`` without comments (and, for Python, docstrings); everything else is left as it was.
 
-    A line that held only a comment or docstring is removed; a Python body that held only a
-    docstring gets ``pass`` so the code still parses.
+    A line that held only comments (or a docstring) is removed; a Python body that held only a
+    docstring gets ``pass`` so the code still parses. In the other languages every comment node goes,
+    documentation comments included; see ``_comment_span_edit`` for how the code around one is kept
+    valid. ``code`` may be a whole file or one function / method: a lone method is parsed inside the
+    minimal wrapper its grammar needs (``LanguageSpec.snippet_wrappers``), which is not part of the result.
     """
     if language != "python":
-        raise NotImplementedError(f"comment removal is implemented for python only, not {language!r}")
+        return _remove_comments_other(code, language_spec(language))
     data = code.encode("utf-8")
     root = parse(data, language).root_node
     edits: list[tuple[int, int, bytes]] = []
@@ -97,6 +102,108 @@ def remove_comments(code: str, language: str) -> str:
             if doc is not None:
                 edits.append(_docstring_edit(data, node, doc))
     return _apply(data, edits).decode("utf-8")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A parse of ``data`` inside a wrapper: the code occupies bytes [offset, offset + len(data)) of the tree."""
+
+    data: bytes
+    tree: Tree
+    offset: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.data)
+
+
+def parse_snippet(code: str | bytes, language: str) -> Snippet:
+    """Parse a file or a lone function / method of ``language``: try the language's wrappers in order
+    and keep the first parse without error (else the first one tried)."""
+    data = code.encode("utf-8") if isinstance(code, str) else code
+    spec = language_spec(language)
+    wrappers = spec.snippet_wrappers
+    if spec.name == "php" and data.lstrip().startswith(b"<?"):
+        wrappers = (("", ""),)  # a whole PHP file (or a snippet that brings its own open tag)
+    first: Snippet | None = None
+    for prefix, suffix in wrappers:
+        head, tail = prefix.encode("utf-8"), suffix.encode("utf-8")
+        snippet = Snippet(data, parse(head + data + tail, language), len(head))
+        if not snippet.tree.root_node.has_error:
+            return snippet
+        first = first or snippet
+    assert first is not None
+    return first
+
+
+def comment_nodes(node: Node, comment_types: frozenset[str]) -> list[Node]:
+    """Comment nodes below ``node`` in document order (not descending into comments)."""
+    found = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type in comment_types:
+            found.append(current)
+        else:
+            stack.extend(reversed(current.children))
+    return found
+
+
+_SPACE = b" \t"
+_NO_SPACE_AFTER = b"(["
+_NO_SPACE_BEFORE = b")],;"
+
+
+def _remove_comments_other(code: str, spec: LanguageSpec) -> str:
+    snippet = parse_snippet(code, spec.name)
+    data, offset = snippet.data, snippet.offset
+    spans: list[tuple[int, int]] = []
+    for node in comment_nodes(snippet.tree.root_node, spec.comment_types):
+        start, end = max(node.start_byte, offset) - offset, min(node.end_byte, snippet.end) - offset
+        if start >= end:
+            continue
+        while end > start and data[end - 1 : end] in (b"\r", b"\n"):
+            end -= 1
+        if spans and data[spans[-1][1] : start].strip(_SPACE) == b"":  # comments side by side: one span
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    edits = [_comment_span_edit(data, start, end, spec) for start, end in spans]
+    return _apply(data, edits).decode("utf-8")
+
+
+def _comment_span_edit(data: bytes, start: int, end: int, spec: LanguageSpec) -> tuple[int, int, bytes]:
+    """The edit that removes the comment(s) at data[start:end].
+
+    - alone on its lines: the lines go (with their line break);
+    - code before it only (a trailing comment): the comment and the spaces before it go;
+    - code after it only: the comment and the spaces after it go, the indentation stays;
+    - code on both sides: the comment and the spaces around it become one space, or nothing next to
+      a bracket or separator, so tokens never join; a multi-line block comment becomes a line break
+      where the grammar treats it as one (Go, JavaScript), so no statement runs into the next.
+    """
+    line_start, line_end = _line_of(data, start, end)
+    eol = data.find(b"\n", end)
+    eol = len(data) if eol == -1 else eol
+    code_before = data[line_start:start].strip() != b""
+    code_after = data[end:eol].strip() != b""
+    if not code_before and not code_after:
+        return line_start, line_end, b""
+    left = start
+    while left > line_start and data[left - 1 : left] in (b" ", b"\t"):
+        left -= 1
+    right = end
+    while right < eol and data[right : right + 1] in (b" ", b"\t"):
+        right += 1
+    if not code_after:
+        return left, end, b""
+    if not code_before:
+        return start, right, b""
+    if spec.block_comment_is_newline and b"\n" in data[start:end]:
+        return left, right, b"\n"
+    after_bracket = data[left - 1] in _NO_SPACE_AFTER  # left > line_start: there is code before
+    before_bracket = data[right] in _NO_SPACE_BEFORE  # right < eol: there is code after
+    return left, right, b"" if after_bracket or before_bracket else b" "
 
 
 def _apply(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:

@@ -24,7 +24,8 @@ class LanguageSpec:
     doc_style: str
     # Comments that may be documentation start with one of these.
     doc_prefixes: tuple[str, ...]
-    # Removal of comment markers from the documentation: a regex for the start of every line.
+    # The comment marker at the start of every documentation line, removed from it (inside a
+    # /* ... */ block: the " * " margin, after the delimiters are gone).
     doc_line_marker: re.Pattern[str]
     # Documentation lines to drop entirely (tool directives, not prose).
     doc_directive: re.Pattern[str] | None
@@ -45,7 +46,7 @@ class LanguageSpec:
     qualified_names: bool = True
 
 
-_C_BLOCK_LINE = re.compile(r"^[ \t]*\*(?!/) ?")  # the " * " at the start of a /** ... */ line
+C_BLOCK_LINE = re.compile(r"^[ \t]*\*(?!/) ?")  # the " * " starting a line inside /* ... */
 _NO_WRAP = (("", ""),)
 
 PYTHON = LanguageSpec(
@@ -87,7 +88,7 @@ JAVA = LanguageSpec(
     string_types=frozenset({"string_literal", "character_literal"}),  # text blocks are string_literal here
     doc_style="doc_block",
     doc_prefixes=("/**",),
-    doc_line_marker=_C_BLOCK_LINE,
+    doc_line_marker=C_BLOCK_LINE,
     doc_directive=None,
     special_names=frozenset({"toString", "equals", "hashCode", "compareTo", "clone", "finalize"}),
     special_pattern=None,
@@ -103,7 +104,7 @@ JAVASCRIPT = LanguageSpec(
     string_types=frozenset({"string", "template_string", "regex"}),
     doc_style="doc_block",
     doc_prefixes=("/**",),
-    doc_line_marker=_C_BLOCK_LINE,
+    doc_line_marker=C_BLOCK_LINE,
     doc_directive=None,
     special_names=frozenset({"constructor", "toString", "valueOf"}),
     special_pattern=None,
@@ -119,7 +120,7 @@ PHP = LanguageSpec(
     string_types=frozenset({"string", "encapsed_string", "heredoc", "nowdoc", "shell_command_expression"}),
     doc_style="doc_block",
     doc_prefixes=("/**",),
-    doc_line_marker=_C_BLOCK_LINE,
+    doc_line_marker=C_BLOCK_LINE,
     doc_directive=None,
     special_names=frozenset(),
     special_pattern=re.compile(r"^__\w+$"),  # __construct, __destruct, __toString, __get, ... (magic methods)
@@ -173,6 +174,4 @@ def language_spec(language: str) -> LanguageSpec:
     try:
         return SPECS[language]
     except KeyError:
-        raise NotImplementedError(
-            f"no language spec for {language!r}; supported: {', '.join(sorted(SPECS))}"
-        ) from None
+        raise NotImplementedError(f"no language spec for {language!r}; supported: {', '.join(sorted(SPECS))}") from None

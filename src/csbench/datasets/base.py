@@ -28,6 +28,7 @@ class RemoteFile:
     size: int | None = None  # bytes, where known
     extract: bool = False  # a .zip / .tar.gz / .jsonl.gz to unpack into data/raw/<dataset>/
     note: str = ""
+    unpacks_to: tuple[str, ...] = ()  # top-level entries the archive unpacks to, where not its own stem
 
 
 class SkipReport:
@@ -72,4 +73,5 @@ class DatasetSpec:
     files: tuple[RemoteFile, ...] = ()
     reader: Reader | None = None
     expected_counts: dict[str, int] = field(default_factory=dict)  # records per split, where published
+    setup_hint: str = ""  # how to get a missing local source
     defaults: dict[str, object] = field(default_factory=dict)  # options params.yaml may override

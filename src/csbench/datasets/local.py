@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import multiprocessing
 import os
 import sys
 import sysconfig
+import zipfile
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -20,8 +22,8 @@ from tqdm import tqdm
 from csbench.code.extract import (
     FilterSettings,
     Function,
+    extract_functions,
     normalized_code_key,
-    python_functions,
     rejection_reason,
 )
 from csbench.code.parsing import parse
@@ -31,7 +33,15 @@ from csbench.datasets.base import RECORD_COLUMNS, SPLITS, DatasetSpec
 log = logging.getLogger(__name__)
 
 LOCAL_SOURCE_KIND = "local-source"
-SUFFIXES = {"python": (".py",)}
+SUFFIXES = {
+    "python": (".py",),
+    "go": (".go",),
+    "java": (".java",),
+    "javascript": (".js",),
+    "php": (".php",),
+    "ruby": (".rb",),
+    "r": (".R", ".r"),
+}
 STDLIB = "stdlib"
 SITE_PACKAGES = "site-packages"
 
@@ -72,6 +82,73 @@ PYTHON_PACKAGES = DatasetSpec(
 )
 
 
+def _debian_corpus(
+    name: str, language: str, source: str, package: str, description: str, licence: str, **options: object
+) -> DatasetSpec:
+    return DatasetSpec(
+        name=name,
+        kind=LOCAL_SOURCE_KIND,
+        languages=(language,),
+        description=description,
+        licence=licence,
+        setup_hint=f"install the Debian package {package} (scripts/setup.sh does when apt is usable)",
+        defaults={
+            "language": language,
+            "source": source,
+            "exclude_dirs": ["testdata", "vendor", "test", "tests", "Tests", "__tests__", "node_modules"],
+            "max_files": None,
+            **options,
+        },
+    )
+
+
+# Real code in six more languages from Debian packages (issue #3): workflow/configs/local-7lang.yaml.
+DEBIAN_CORPORA = (
+    _debian_corpus(
+        "go-stdlib",
+        "go",
+        "/usr/share/go-1.19/src",
+        "golang-1.19-src",
+        "Documented functions and methods of the Go 1.19 standard library.",
+        "BSD-3-Clause",
+    ),
+    _debian_corpus(
+        "java-jdk",
+        "java",
+        "/usr/lib/jvm/openjdk-17/lib/src.zip",
+        "openjdk-17-source",
+        "Javadoc-documented methods of OpenJDK 17's java.base module (src.zip).",
+        "GPL-2.0 with Classpath Exception",
+        include_dirs=["java.base"],
+    ),
+    _debian_corpus(
+        "ruby-stdlib",
+        "ruby",
+        "/usr/lib/ruby/3.1.0",
+        "libruby3.1",
+        "Documented methods of the Ruby 3.1 standard library.",
+        "Ruby or BSD-2-Clause",
+    ),
+    _debian_corpus(
+        "php-libs",
+        "php",
+        "/usr/share/php",
+        "php-symfony-console php-monolog php-guzzlehttp-psr7 php-league-commonmark",
+        "PHPDoc-documented methods of Symfony Console, Monolog, Guzzle PSR-7 and League CommonMark.",
+        "MIT",
+    ),
+    _debian_corpus(
+        "javascript-node",
+        "javascript",
+        "/usr/share/nodejs",
+        "node-lodash node-express",
+        "JSDoc-documented functions of lodash and express.",
+        "MIT",
+        include_dirs=["lodash", "express"],
+    ),
+)
+
+
 class SourceError(RuntimeError):
     """The source directory of a local corpus is missing or unreadable."""
 
@@ -92,8 +169,12 @@ def resolve_source(source: str) -> Path:
         path = Path(sysconfig.get_paths()["purelib"])
     else:
         path = Path(source).expanduser()
+    if path.is_file() and zipfile.is_zipfile(path):
+        if not os.access(path, os.R_OK):
+            raise SourceError(f"source archive {str(path)!r} is not readable")
+        return path
     if not path.is_dir():
-        raise SourceError(f"source directory {str(path)!r} does not exist or is not a directory")
+        raise SourceError(f"source directory {str(path)!r} does not exist or is not a directory (or a zip archive)")
     if not os.access(path, os.R_OK | os.X_OK):
         raise SourceError(f"source directory {str(path)!r} is not readable")
     return path
@@ -110,6 +191,8 @@ def source_files(
     sorted order, skipping directories named in ``exclude_dirs`` at any depth."""
     suffixes = SUFFIXES[language]
     excluded = set(exclude_dirs)
+    if root.is_file():
+        return _zip_members(root, suffixes, excluded, include_dirs or [], max_files)
     starts = [root / d for d in include_dirs] if include_dirs else [root]
     missing = [str(p) for p in starts if not p.is_dir()]
     if missing:
@@ -121,6 +204,38 @@ def source_files(
             found.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(suffixes))
     found.sort()
     return found[:max_files] if max_files else found
+
+
+def _zip_members(
+    archive: Path, suffixes: tuple[str, ...], excluded: set[str], include_dirs: list[str], max_files: int | None
+) -> list[Path]:
+    """Members of a zip archive (as archive/member paths), filtered like directory walks."""
+    with zipfile.ZipFile(archive) as handle:
+        names = sorted(n for n in handle.namelist() if n.endswith(suffixes) and not n.endswith("/"))
+    kept = []
+    for name in names:
+        parts = name.split("/")
+        if include_dirs and not any(name.startswith(d.rstrip("/") + "/") for d in include_dirs):
+            continue
+        if excluded.intersection(parts[:-1]):
+            continue
+        kept.append(archive / name)
+    if include_dirs and not kept:
+        raise SourceError(f"include_dirs {include_dirs} match no {'/'.join(suffixes)} member of {str(archive)!r}")
+    return kept[:max_files] if max_files else kept
+
+
+@functools.cache
+def _open_zip(archive: Path, pid: int) -> zipfile.ZipFile:
+    # keyed by process: a handle inherited through fork shares its file offset with the parent
+    return zipfile.ZipFile(archive)
+
+
+def read_source(file: Path, root: Path) -> bytes:
+    """Bytes of a source file, or of a member when ``root`` is a zip archive."""
+    if root.is_file():
+        return _open_zip(root, os.getpid()).read(file.relative_to(root).as_posix())
+    return file.read_bytes()
 
 
 def split_of(path: str, settings: SplitSettings) -> str:
@@ -140,6 +255,8 @@ def source_identity(root: Path, source: str) -> tuple[str, str]:
         return f"python/cpython@v{version}", f"https://github.com/python/cpython/blob/v{version}/Lib/"
     if source == SITE_PACKAGES:
         return "site-packages", "file:///site-packages/"  # machine-independent; versions are in the card
+    if root.is_file():  # a zip archive: members are addressed inside it
+        return root.name, root.resolve().as_uri() + "!/"
     return root.name, root.resolve().as_uri() + "/"
 
 
@@ -151,10 +268,10 @@ class _FileResult:
     functions: tuple[tuple[Function, str | None, str], ...] = ()  # (function, rejection, dedup key)
 
 
-def _extract_file(job: tuple[Path, str, str, FilterSettings]) -> _FileResult:
+def _extract_file(job: tuple[Path, Path, str, str, FilterSettings]) -> _FileResult:
     """Extract and filter the documented functions of one file (runs in a worker process)."""
-    file, rel, language, filters = job
-    data = file.read_bytes()
+    file, root, rel, language, filters = job
+    data = read_source(file, root)
     digest = hashlib.sha256(rel.encode() + b"\0" + data).digest()
     try:
         text = data.decode("utf-8")
@@ -163,7 +280,7 @@ def _extract_file(job: tuple[Path, str, str, FilterSettings]) -> _FileResult:
     if parse(data, language).root_node.has_error:
         return _FileResult(rel, "unparsable", digest)
     found = []
-    for fn in python_functions(text):
+    for fn in extract_functions(text, language):
         reason = rejection_reason(fn, filters)
         key = "" if reason else hashlib.sha1(normalized_code_key(fn.code_no_comment, language).encode()).hexdigest()
         found.append((fn, reason, key))
@@ -217,7 +334,7 @@ def build_local_corpus(
     rows = []
     seen_keys: set[str] = set()
     content = hashlib.sha256()
-    jobs = [(file, file.relative_to(root).as_posix(), language, filters) for file in files]
+    jobs = [(file, root, file.relative_to(root).as_posix(), language, filters) for file in files]
     for result in _map_files(jobs, workers, f"extract {name}", progress):
         content.update(result.digest)
         if result.status != "ok":

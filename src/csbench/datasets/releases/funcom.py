@@ -1,0 +1,192 @@
+"""Funcom (LeClair & McMillan 2019): ~2.1 million Java methods with their Javadoc comments.
+
+Release layout (http://leclair.tech/data/funcom/):
+
+- ``funcom_filtered.tar.gz`` unpacks to ``funcom_processed/functions.json`` and
+  ``funcom_processed/comments.json``: each one big JSON object ``{"<fid>": "<text>", ...}``
+  (the method's source code; its Javadoc comment).
+- ``funcom_tokenized.tar.gz`` unpacks to ``funcom_tokenized/{train,valid,test}/{functions,comments}.{split}``
+  (``fid<TAB>tokens`` lines): the official split by project. Only the fid column is used here.
+
+Both JSON files are several GB in total, so neither side of the join is held in memory: the
+comments and the split assignment are streamed (``ijson``) into a temporary on-disk SQLite file
+keyed by fid, then the functions are streamed and each one is looked up. Peak memory does not grow
+with the input. Query = the first paragraph of the Javadoc (comment markers and block tags removed);
+``options["query"] = "comment"`` uses the whole comment on one line instead; ``options["tmp_dir"]``
+chooses where the temporary SQLite file goes (default: the system temporary directory; it needs
+about the size of ``comments.json``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import ijson
+
+from csbench.datasets.base import SPLITS, DatasetSpec, ReaderError, Record, RemoteFile, SkipReport
+from csbench.datasets.releases._formats import iter_lines, javadoc_summary, make_record, require_file, selected_splits
+
+NAME = "funcom"
+FUNCTIONS = "funcom_processed/functions.json"
+COMMENTS = "funcom_processed/comments.json"
+_S3 = "https://s3.us-east-2.amazonaws.com/leclair.tech/data/funcom/"
+_BATCH = 5000
+_SQLITE_CACHE_KIB = 8192  # SQLite page cache, bounded
+
+
+def split_file(split: str) -> str:
+    """The tokenized release's file whose fid column lists the methods of ``split``."""
+    return f"funcom_tokenized/{split}/comments.{split}"
+
+
+def _kvitems(path: Path) -> Iterator[tuple[str, Any]]:
+    """(key, value) of a top-level JSON object, streamed; parse errors raise ReaderError."""
+    try:
+        with open(path, "rb") as handle:
+            yield from ijson.kvitems(handle, "", use_float=True)
+    except (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError, ValueError) as error:
+        raise ReaderError(f"{path}: not a valid JSON object of id -> text ({error})") from error
+
+
+def _batched(items: Iterator[tuple], size: int = _BATCH) -> Iterator[list[tuple]]:
+    while batch := list(islice(items, size)):
+        yield batch
+
+
+def _split_rows(raw_dir: Path, report: SkipReport) -> Iterator[tuple[str, str]]:
+    for split in SPLITS:
+        path = require_file(raw_dir, split_file(split), NAME, _S3 + "funcom_tokenized.tar.gz")
+        for line, text in iter_lines(path, report):
+            fid, tab, _ = text.partition("\t")
+            if not tab or not fid.strip():
+                report.skip("missing field 'fid' (no tab)", path, line)
+                continue
+            yield fid.strip(), split
+
+
+def _comment_rows(path: Path, report: SkipReport) -> Iterator[tuple[str, str]]:
+    for fid, comment in _kvitems(path):
+        if not isinstance(comment, str):
+            report.skip("comment is not a string", path, None, f"id {fid}")
+            continue
+        yield fid.strip(), comment
+
+
+def _query(comment: str, mode: str) -> str:
+    return " ".join(comment.split()) if mode == "comment" else javadoc_summary(comment)
+
+
+def read_funcom(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> Iterator[Record]:
+    """Funcom records in ``functions.json`` order (splits interleaved), id ``funcom:<fid>``."""
+    raw_dir = Path(raw_dir)
+    wanted = set(selected_splits(options, SPLITS, NAME))
+    mode = options.get("query", "summary")
+    if mode not in ("summary", "comment"):
+        raise ReaderError(f"dataset {NAME!r}: options.query must be 'summary' or 'comment', not {mode!r}")
+    functions = require_file(raw_dir, FUNCTIONS, NAME, _S3 + "funcom_filtered.tar.gz")
+    comments = require_file(raw_dir, COMMENTS, NAME, _S3 + "funcom_filtered.tar.gz")
+    for split in SPLITS:
+        require_file(raw_dir, split_file(split), NAME, _S3 + "funcom_tokenized.tar.gz")
+
+    with tempfile.TemporaryDirectory(prefix="csbench-funcom-", dir=options.get("tmp_dir")) as tmp:
+        db = sqlite3.connect(Path(tmp) / "join.sqlite")
+        try:
+            db.execute("PRAGMA journal_mode = OFF")
+            db.execute("PRAGMA synchronous = OFF")
+            db.execute(f"PRAGMA cache_size = -{_SQLITE_CACHE_KIB}")
+            db.execute("PRAGMA temp_store = FILE")
+            # One row per fid: its split (from the split files), its comment, and how often a function
+            # with this fid has been seen (to catch duplicate keys without a set in memory).
+            db.execute("CREATE TABLE item (fid TEXT PRIMARY KEY, split TEXT, comment TEXT, used INTEGER DEFAULT 0)")
+            for batch in _batched(_split_rows(raw_dir, report)):
+                db.executemany("INSERT OR IGNORE INTO item (fid, split) VALUES (?, ?)", batch)
+            for batch in _batched(_comment_rows(comments, report)):
+                db.executemany(
+                    "INSERT INTO item (fid, comment) VALUES (?, ?) "
+                    "ON CONFLICT (fid) DO UPDATE SET comment = excluded.comment",
+                    batch,
+                )
+            db.commit()
+            cursor = db.cursor()
+            lookup = "UPDATE item SET used = used + 1 WHERE fid = ? RETURNING split, used, comment"
+            for fid, code in _kvitems(functions):
+                fid = fid.strip()
+                row = cursor.execute(lookup, (fid,)).fetchone()
+                split, used, comment = row if row is not None else (None, 0, None)
+                if split is None:
+                    report.skip("not in any split file", functions, None, f"id {fid}")
+                    continue
+                if split not in wanted:
+                    continue
+                if used > 1:
+                    report.skip("duplicate id", functions, None, f"id {fid}")
+                    continue
+                if not isinstance(code, str) or not code.strip():
+                    report.skip("empty code", functions, None, f"id {fid}")
+                    continue
+                if comment is None:
+                    report.skip("no comment for function", functions, None, f"id {fid}")
+                    continue
+                query = _query(comment, mode)
+                if not query:
+                    report.skip("empty query", comments, None, f"id {fid}")
+                    continue
+                yield make_record(
+                    id=f"{NAME}:{fid}",
+                    language="java",
+                    query=query,
+                    code=code,
+                    url=f"{NAME}://{fid}",
+                    split=split,
+                    docstring=comment,
+                )
+        finally:
+            db.close()
+
+
+SPEC = DatasetSpec(
+    name=NAME,
+    kind="release",
+    languages=("java",),
+    description=(
+        "Funcom: ~2.1 M Java methods with Javadoc comments (English comments only, auto-generated files removed), "
+        "official train/valid/test split by project; streamed, never loaded whole"
+    ),
+    licence="research use; methods under their projects' licences (Sourcerer repository)",
+    citation=(
+        "LeClair, McMillan. Recommendations for Datasets for Source Code Summarization. NAACL-HLT 2019, pp. 3931-3937."
+    ),
+    homepage="http://leclair.tech/data/funcom/",
+    splits=SPLITS,
+    files=(
+        RemoteFile(
+            path="funcom_filtered.tar.gz",
+            urls=(_S3 + "funcom_filtered.tar.gz",),
+            sha256=None,
+            extract=True,
+            unpacks_to=("funcom_processed/",),
+            note=(
+                "unpacks to funcom_processed/functions.json and funcom_processed/comments.json (JSON objects "
+                "fid -> text). Not pinned: no copy was available offline"
+            ),
+        ),
+        RemoteFile(
+            path="funcom_tokenized.tar.gz",
+            urls=(_S3 + "funcom_tokenized.tar.gz",),
+            sha256=None,
+            extract=True,
+            note=(
+                "unpacks to funcom_tokenized/{train,valid,test}/{functions,comments}.{split} (fid<TAB>tokens); only "
+                "the split membership is used. Not pinned: no copy was available offline (Google's PLUR pins its "
+                "SHA-1 as 5b25d3dfcf156ef48e1d6ab5c61029a67a6cf2a1)"
+            ),
+        ),
+    ),
+    reader=read_funcom,
+    defaults={"query": "summary", "tmp_dir": None},
+)
