@@ -194,3 +194,15 @@ def test_non_ascii_query_words_are_kept_and_matched() -> None:
 def test_scores_before_index_raises() -> None:
     with pytest.raises(RuntimeError, match="index"):
         BM25Retriever().scores("read a file")
+
+
+def test_a_field_without_any_token_scores_zero_instead_of_failing() -> None:
+    # CoSQA's code pool has no function names: the name field is empty for every function.
+    codes = pd.DataFrame({"func_name": ["", "", ""], "code": ["def a(): return sum(x)", "def b(): pass", "x = 1"]})
+    retriever = BM25Retriever()
+    retriever.index(codes)
+    scores = retriever.scores("sum")
+    assert scores.shape == (3,) and scores[0] > 0 and scores[1] == 0 and scores[2] == 0
+    empty_bodies = pd.DataFrame({"func_name": ["sum_all", "other"], "code": ["", ""]})
+    retriever.index(empty_bodies)
+    assert retriever.scores("sum")[0] > 0

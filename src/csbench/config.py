@@ -208,6 +208,12 @@ def _check_names(config: Config) -> None:
     for name in config.raw.get("datasets", {}):
         if name not in valid_datasets:
             raise UnknownNameError("dataset", name, valid_datasets, where=f"datasets.{name}")
+    for i, name in enumerate(config.datasets):
+        if name in DATASETS and DATASETS.get(name).kind != LOCAL_SOURCE_KIND and DATASETS.get(name).reader is None:
+            raise ValueError(
+                f"grid.datasets[{i}]: {name!r} has no query/code pairs to retrieve with (it holds relevance "
+                "judgements for another dataset's evaluation)"
+            )
     for name in config.datasets:
         if name not in config.raw.get("datasets", {}):
             raise ValueError(

@@ -132,6 +132,13 @@ def _pool_duplicates(db: sqlite3.Connection, split: str) -> dict[str, int]:
     return result
 
 
+def _mean_std(stats: dict | None) -> str:
+    """`mean ± std`, or n/a where there is nothing to measure (pool records have no query)."""
+    if not stats or stats.get("mean") is None or stats["mean"] != stats["mean"]:
+        return "n/a"
+    return f"{stats['mean']} ± {stats['std']}"
+
+
 def card_markdown(name: str, card: dict, audit: dict) -> str:
     """The dataset card of the report: the preparation card plus the leakage audit."""
     lines = [f"# Dataset card: {name}", ""]
@@ -145,13 +152,9 @@ def card_markdown(name: str, card: dict, audit: dict) -> str:
     ]
     for split in audit["splits"]:
         s = card.get("splits", {}).get(split, {})
-        q = s.get("query_tokens", {})
-        c = audit["code_length"][split]["code"]
-        n = audit["code_length"][split]["code_no_comment"]
-        lines.append(
-            f"| {split} | {s.get('pairs', 'n/a')} | {q.get('mean', 'n/a')} ± {q.get('std', 'n/a')} | "
-            f"{c['mean']} ± {c['std']} | {n['mean']} ± {n['std']} |"
-        )
+        lengths = audit["code_length"][split]
+        cells = [_mean_std(s.get("query_tokens")), _mean_std(lengths["code"]), _mean_std(lengths["code_no_comment"])]
+        lines.append(f"| {split} | {s.get('pairs', 'n/a')} | " + " | ".join(cells) + " |")
     lines += ["", "## Leakage audit", ""]
     if audit["shared_code"]:
         lines += ["| records of | also in | records | exact duplicates | near duplicates |", "|---|---|---:|---:|---:|"]

@@ -46,6 +46,8 @@ class BM25Retriever:
         self.combine, self.tie_breaker = combine, tie_breaker
         self._name_index: bm25s.BM25 | None = None
         self._code_index: bm25s.BM25 | None = None
+        self._size = 0
+        self._indexed = False
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> BM25Retriever:
@@ -61,19 +63,31 @@ class BM25Retriever:
         """Index candidate functions (columns ``code`` and ``func_name``)."""
         names = [subtokens(name.rsplit(".", 1)[-1]) for name in codes["func_name"]]
         bodies = [subtokens(code) for code in codes["code"]]
-        self._name_index, self._code_index = self._new_index(), self._new_index()
-        self._name_index.index(names, show_progress=False)
-        self._code_index.index(bodies, show_progress=False)
+        self._size = len(codes)
+        # A field with no token at all (CoSQA has no function names) scores 0; bm25s cannot index it.
+        self._name_index = self._fit(names)
+        self._code_index = self._fit(bodies)
+        self._indexed = True
+
+    def _fit(self, documents: list[list[str]]) -> bm25s.BM25 | None:
+        if not any(documents):
+            return None
+        index = self._new_index()
+        index.index(documents, show_progress=False)
+        return index
+
+    def _field_scores(self, index: bm25s.BM25 | None, tokens: list[str]) -> np.ndarray:
+        return np.zeros(self._size) if index is None else index.get_scores(tokens)
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every indexed function for ``query`` (same order as indexed)."""
-        if self._name_index is None or self._code_index is None:
+        if not self._indexed:
             raise RuntimeError("index() must be called before scores()")
         tokens = subtokens(query)
         if not tokens:  # bm25s indexes tokens[0]; a query with no subtoken matches nothing
-            return np.zeros(self._code_index.scores["num_docs"], dtype=np.float64)
-        name = self.name_boost * self._name_index.get_scores(tokens)
-        code = self.code_boost * self._code_index.get_scores(tokens)
+            return np.zeros(self._size, dtype=np.float64)
+        name = self.name_boost * self._field_scores(self._name_index, tokens)
+        code = self.code_boost * self._field_scores(self._code_index, tokens)
         if self.combine == "sum":
             return (name + code).astype(np.float64)
         best, other = np.maximum(name, code), np.minimum(name, code)
