@@ -23,7 +23,7 @@ from pathlib import Path
 from csbench.code.extract import FilterSettings, extract_functions, normalized_code_key, rejection_reason
 from csbench.code.parsing import parse
 
-R_SOURCE = os.environ.get("CSBENCH_R_SOURCE", "/usr/local/share/csbench/r-cran-src")
+R_SOURCE = os.environ.get("CSBENCH_R_SOURCE", str(Path(__file__).resolve().parents[1] / ".sources" / "r-cran-src"))
 SOURCES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "python": ([sysconfig.get_paths()["stdlib"]], (".py",)),
     "go": (["/usr/share/go-1.19/src"], (".go",)),

@@ -79,7 +79,41 @@ PY
   echo "$want" >"$STAMPS/python"
 }
 
+# Real R code with roxygen documentation for the r-cran corpus: the CRAN sources of three Debian
+# packages (binary r-cran packages hold no R sources). apt-get source with a private sources list
+# (system apt configuration untouched); apt verifies the tarballs against the signed .dsc files.
+R_SOURCE_DIR=.sources/r-cran-src
+R_SOURCE_PACKAGES=(r-cran-glue r-cran-stringr r-cran-purrr)
+fetch_r_sources() {
+  [ -d "$R_SOURCE_DIR" ] && [ -n "$(ls -A "$R_SOURCE_DIR" 2>/dev/null)" ] && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "no apt-get: the r-cran corpus needs the CRAN sources of ${R_SOURCE_PACKAGES[*]} in $R_SOURCE_DIR"
+    return 0
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main" \
+    >"$tmp/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+              -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache")
+  say "fetching R sources (${R_SOURCE_PACKAGES[*]}) for the r-cran corpus"
+  if apt-get "${opts[@]}" -qq update >/dev/null 2>&1; then
+    # exits 100 here because the .debian.tar.xz parts answer 404; the .orig tarballs we need arrive
+    (cd "$tmp" && apt-get "${opts[@]}" -qq source --download-only "${R_SOURCE_PACKAGES[@]}" >/dev/null 2>&1) || true
+  fi
+  if ls "$tmp"/*.orig.tar.gz >/dev/null 2>&1; then
+    mkdir -p "$R_SOURCE_DIR.tmp"
+    for archive in "$tmp"/*.orig.tar.gz; do tar xzf "$archive" -C "$R_SOURCE_DIR.tmp"; done
+    mv "$R_SOURCE_DIR.tmp" "$R_SOURCE_DIR"
+  else
+    say "could not fetch the R sources: the r-cran corpus will say what is missing"
+  fi
+  rm -rf "$tmp"
+}
+
 install_system_packages
+fetch_r_sources
 create_venv
 install_python_packages
 say "ready ($VENV)"

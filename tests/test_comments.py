@@ -239,11 +239,6 @@ def test_nothing_to_remove_returns_input_unchanged(code):
     assert nc(code) == code
 
 
-def test_other_languages_not_implemented():
-    with pytest.raises(NotImplementedError, match="python only"):
-        remove_comments("// c\nint x;", "java")
-
-
 def test_python_docstring_node_finds_the_docstring_statement():
     root = parse('def f():\n    # c\n    """doc"""\n    return 1\n', "python").root_node
     doc = python_docstring_node(root.children[0])

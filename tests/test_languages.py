@@ -797,10 +797,14 @@ def test_doc_summary(doc, html, expected):
 # --------------------------------------------------------------------------- real code
 
 FILES_PER_LANGUAGE = 300  # spread evenly over the sorted file list: every k-th file
-R_SOURCE = Path(os.environ.get("CSBENCH_R_SOURCE", "/usr/local/share/csbench/r-cran-src"))
+R_SOURCE = Path(
+    os.environ.get("CSBENCH_R_SOURCE", str(Path(__file__).resolve().parents[1] / ".sources" / "r-cran-src"))
+)
 R_HINT = (
-    "R sources of r-cran-glue, r-cran-stringr and r-cran-purrr unpacked below it "
-    "(apt-get source with a private deb-src list; see the issue #3 notes) or CSBENCH_R_SOURCE"
+    "set CSBENCH_R_SOURCE, or unpack the .orig.tar.gz of Debian source packages r-cran-glue, r-cran-stringr "
+    "and r-cran-purrr there: apt-get update / apt-get source --download-only with "
+    "-o Dir::Etc::SourceList=<a file with one deb-src line> -o Dir::Etc::SourceParts=/dev/null "
+    "-o Dir::State::Lists=<tmp dir> -o Dir::Cache=<tmp dir>"
 )
 SOURCES: dict[str, tuple[str, tuple[str, ...], str]] = {
     # language: (root, suffixes, what provides it)
@@ -867,6 +871,11 @@ def real_result(language: str) -> RealResult:
     files = real_source_files(language)
     if not files:
         pytest.skip(f"no {language} source at {SOURCES[language][0]} ({SOURCES[language][2]})")
+    return check_files(language, files)
+
+
+def check_files(language: str, files: list[tuple[str, bytes]]) -> RealResult:
+    """Extract from ``files`` and check every function (see the tests below for the properties)."""
     started = time.perf_counter()
     spec = language_spec(language)
     functions: list[tuple[str, Function]] = []
@@ -935,3 +944,11 @@ def test_real_code_queries_are_text_without_comment_markers(language):
     for _, fn in result.functions[:200]:
         assert fn.query == " ".join(fn.query.split())  # one line
         assert fn.query.split()[0] in fn.docstring
+
+
+def test_real_code_checks_have_teeth(monkeypatch):
+    """With comment removal disabled, the checks report the comments left in the code."""
+    files = [(f"hand.{language}", HAND[language].encode()) for language in ("go",)]
+    assert not check_files("go", files).failures["comment_left"]
+    monkeypatch.setattr("csbench.code.extract.remove_comments", lambda code, language: code)
+    assert check_files("go", files).failures["comment_left"] == ["hand.go:11 Sum"]

@@ -9,6 +9,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from csbench.code.comments import remove_comments
+from csbench.code.parsing import LANGUAGES
 from csbench.registry import Registry
 
 # An attack maps the records of one split to attacked records of the same schema.
@@ -46,7 +47,7 @@ ATTACKS: Registry[Attack] = Registry("attack")
 ATTACKS.register("none", Attack("none", "the original code, unchanged", ("*",), _none))
 ATTACKS.register(
     "no_comment",
-    Attack("no_comment", "all comments and docstrings removed; nothing else changes", ("python",), _no_comment),
+    Attack("no_comment", "all comments and docstrings removed; nothing else changes", LANGUAGES, _no_comment),
 )
 
 
