@@ -147,6 +147,21 @@ DEBIAN_CORPORA = (
         include_dirs=["lodash", "express"],
     ),
 )
+R_CRAN = DatasetSpec(
+    name="r-cran",
+    kind=LOCAL_SOURCE_KIND,
+    languages=("r",),
+    description="Roxygen-documented functions of the CRAN packages glue, stringr and purrr (Debian's sources).",
+    licence="MIT",
+    setup_hint="run scripts/setup.sh: it fetches the CRAN sources of r-cran-glue, r-cran-stringr and "
+    "r-cran-purrr (`apt-get source` with a private sources list) into .sources/r-cran-src",
+    defaults={
+        "language": "r",
+        "source": ".sources/r-cran-src",
+        "exclude_dirs": ["tests", "vignettes", "inst", "data-raw", "man", "revdep"],
+        "max_files": None,
+    },
+)
 
 
 class SourceError(RuntimeError):
