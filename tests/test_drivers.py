@@ -319,7 +319,7 @@ def test_a_code_change_changes_the_digest_of_the_phases_running_it_only(
     with (package / "code" / "tokens.py").open("a") as handle:
         handle.write("\n# a change\n")
     changed = [p for p in paths.PHASE_CODE if paths.code_digest(p) != before[p]]
-    assert changed == ["prepare", "attack", "evaluate", "aggregate"]
+    assert changed == ["prepare", "audit", "attack", "evaluate", "aggregate"]  # aggregate: the change above
     without_bytecode = paths.code_digest("aggregate")
     (package / "results" / "__pycache__").mkdir()
     (package / "results" / "__pycache__" / "collect.cpython-311.pyc").write_bytes(b"byte-code does not count")

@@ -250,6 +250,7 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
         target = tmp_path / "data" / "attacked" / "python-stdlib" / attack
         target.mkdir(parents=True)
         pool.to_parquet(target / "test.parquet", index=False)
+        pool.iloc[0:0].to_parquet(target / "codebase.parquet", index=False)  # no release pool: empty
     for attack in ("none", "no_comment"):
         argv = ["-q", "evaluate", "--config", str(config), "--dataset", "python-stdlib", "--attack", attack]
         assert main([*argv, "--model", "bm25"]) == 0, capsys.readouterr().err
