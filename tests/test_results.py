@@ -265,7 +265,19 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["protocols"]["csn-1000"] == {"note": SMALL_POOL_NOTE, "n_queries": 0}
     assert metrics["protocols"]["full-corpus"]["n_queries"] == 40
+    # the report also links the dataset card: audit a prepared copy of the same records
+    prepared = tmp_path / "data" / "prepared" / "python-stdlib"
+    prepared.mkdir(parents=True)
+    full = pool.assign(repo="r", path="p.py", url=pool["id"], split="test", docstring=pool["query"])
+    for split in ("train", "valid", "test", "codebase"):
+        (full if split == "test" else full.iloc[0:0]).to_parquet(prepared / f"{split}.parquet", index=False)
+    (prepared / "card.json").write_text(json.dumps({"kind": "local-source", "splits": {"test": {"pairs": 40}}}))
+    assert main(["-q", "audit", "--config", str(config), "--dataset", "python-stdlib", "--jobs", "1"]) == 0
     assert main(["aggregate", "--config", str(config)]) == 0
+    assert (
+        "| [python-stdlib](datasets/python-stdlib/card.md) | 0 | 0 | 40 |"
+        in (tmp_path / "results" / "summary.md").read_text()
+    )
     csv = pd.read_csv(tmp_path / "results" / "summary.csv")
     assert len(csv) == 4
     assert set(csv.loc[csv["protocol"] == "full-corpus", "n_queries"]) == {40}
