@@ -90,7 +90,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         return 0
     from csbench.datasets.download import fetch_dataset
 
-    manifest = fetch_dataset(DATASETS.get(args.dataset), Path(paths.RAW).parent, progress=not args.quiet)
+    manifest = fetch_dataset(DATASETS.get(args.dataset), target.parent, progress=not args.quiet)
     log.info("%s: %d file(s) present and verified in %s", args.dataset, len(manifest.get("files", [])), target)
     return 0
 

@@ -5,7 +5,7 @@ import shlex
 import sys
 
 from csbench import paths
-from csbench.config import ConfigError, check_sources, load_config, merge, validate_config
+from csbench.config import ConfigError, check_sources, load_config
 
 
 def _config_files():
@@ -27,6 +27,7 @@ except ConfigError as err:
     sys.exit(f"csbench: invalid config: {err}")
 config.clear()
 config.update(CFG.raw)
+
 
 def _csbench_command():
     """How jobs call csbench: this interpreter, or the conda env's python under --sdm conda."""
