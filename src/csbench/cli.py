@@ -231,7 +231,7 @@ def cmd_attack(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{file} is missing: run `csbench prepare --dataset {args.dataset}` first")
         frame = pd.read_parquet(file)
         check_languages(attack, sorted(frame["language"].unique()))
-        write_parquet(paths.split_files(target)[split], attack.apply(frame))
+        write_parquet(paths.split_files(target)[split], attack.apply(frame, config.attack_params(args.attack)))
     log.info("attacked %s with %s", args.dataset, args.attack)
     return 0
 

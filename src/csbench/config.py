@@ -89,6 +89,9 @@ class Config:
     def dataset_kind(self, name: str) -> str:
         return DATASETS.get(name).kind if name in DATASETS else self.dataset_options(name)["kind"]
 
+    def attack_params(self, name: str) -> dict[str, Any]:
+        return {**ATTACKS.get(name).defaults, **self.raw.get("attack_params", {}).get(name, {})}
+
     def model_params(self, name: str) -> dict[str, Any]:
         return {**MODELS.get(name).defaults, **self.raw["models"].get(name, {})}
 

@@ -7,6 +7,7 @@ rule attack:
         cli=CSBENCH,
         configs=CONFIG_ARGS,
         code=paths.code_digest("attack"),
+        attack=lambda w: tracked("attack_params", w.attack),
     log:
         "logs/attack/{dataset}/{attack}.log",
     conda:

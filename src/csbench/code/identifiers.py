@@ -1,0 +1,1556 @@
+"""Identifiers a code snippet defines, and consistent renaming of them (issue #4, item 1).
+
+``snippet_identifiers(code, language)`` finds the names the snippet itself defines -- its function
+name (role ``fun``), parameters (``arg``) and locals (``var``) -- in order of first occurrence in the
+syntax tree (SPEC "Code attacks"; thesis section 3.3), with the byte span of every occurrence a
+renaming must change. ``rename(code, language, mapping)`` applies a consistent renaming through those
+spans.
+
+All seven languages (python, go, java, javascript, php, ruby, r) are implemented; the rules per
+language follow. Byte spans are offsets into ``code.encode("utf-8")``.
+
+Python rules (tree-sitter based, scope aware)
+---------------------------------------------
+Scopes follow Python: the module (holds the snippet's own function name), functions, lambdas,
+comprehensions and class bodies. Bindings are parameters (plain, typed, defaults, ``*args``,
+``**kwargs``, keyword-only), assignment / annotated / augmented assignment targets including tuple and
+list unpacking and starred targets, ``for`` targets, ``with ... as``, ``except ... as``, comprehension
+variables, walrus targets (bound in the enclosing function, as Python does), ``del`` targets and the
+names of nested functions (role ``var``, since they are locals of the outer function; their parameters
+are ``arg``). Default values, annotations and decorators are resolved in the enclosing scope, and so is
+the first iterable of a comprehension. Every occurrence of a name in a variable position is resolved
+like Python does (local if bound in the scope, ``global`` -> module, ``nonlocal`` and free names ->
+enclosing function scopes, class bodies skipped for nested scopes).
+
+A name is *defined* (renameable) only if **every** occurrence of it in the snippet resolves to a
+renameable binding inside the snippet. A name is left alone, with all its occurrences, if any
+occurrence is: free (global, library call, builtin), bound by an import, bound in a class body or as a
+class name (those are attributes / type names), declared ``global``, inside a ``case`` pattern of a
+``match`` statement, or if the name is a builtin (``dir(builtins)``, even when shadowed locally).
+Attributes (``x.attr``: only ``x`` can be renamed), keyword-argument names in calls (``f(key=1)``),
+keywords, and text in strings and comments are never identifiers; names inside f-string
+interpolations are ordinary occurrences and are renamed.
+
+``self`` and ``cls`` are parameters and are renamed like any parameter: the thesis renames "all
+function names, arguments, and variables" (section 3.3.2), and doing so preserves meaning.
+
+Knowingly not handled: dynamic name access (``locals()``, ``vars()``, ``eval``/``exec`` strings,
+``**locals()`` formatting) -- renaming keeps the syntax tree equal up to renaming but may change
+behaviour of such code; Python 2 only syntax that tree-sitter parses with errors is analysed on the
+error-recovered tree (names in ``ERROR`` nodes are treated as references).
+
+PHP rules
+---------
+The snippet is parsed with ``parse_snippet`` (a lone method gets a class wrapper). Names are stored
+without the ``$``; a renaming changes the text after it. The first function / method definition's
+name has role ``fun``; its occurrences are the declaration and the recursive calls ``name(...)``
+(plain functions), ``$this->name(...)``, ``self::name(...)`` and ``static::name(...)`` (methods;
+``parent::name(...)`` is another method and stays). Every ``$variable`` in the snippet is defined
+(PHP has no free local variables): parameters of the function, closures and arrow functions are
+``arg``, all other variables ``var`` (assignments, ``list()`` / ``[...]`` destructuring, ``foreach``
+keys and values, ``catch`` variables, ``static`` variables, closure ``use`` variables, variables
+interpolated in strings); a name is renamed in every scope of the snippet at once, which keeps
+separate scopes separate. Left alone: ``$this``, superglobals and ``$GLOBALS``, names declared
+``global`` anywhere in the snippet, promoted constructor parameters (they are properties), static
+properties (``Class::$prop``), property and method names after ``->`` / ``::``, function, class and
+constant names, and everything in strings other than interpolated variables.
+Knowingly not handled: variable variables (``$$name``), ``compact()`` / ``extract()`` and other
+access to variables through strings.
+
+Go rules
+--------
+Parsed with ``parse_snippet``. The function or method name is ``fun`` (its occurrences: the
+declaration, plain recursive calls of a function, ``recv.Name`` selectors on the receiver of a
+method); the receiver and parameters (incl. variadic) are ``arg``; named results and locals are
+``var``: short variable declarations (also in ``if`` / ``for`` / ``switch`` initialisers), ``var`` /
+``const`` specs, ``range`` keys and values, type-switch aliases, ``select`` receive variables, and
+the parameters / locals of function literals (parameters of literals are ``arg``). References are
+resolved lexically: a binding is visible inside its enclosing block (or ``if`` / ``for`` / ``switch`` /
+case) from the end of its declaration on; parameters and results in the whole function. A name is
+left alone, in all its occurrences, if any reference to it is not in reach of a binding (package
+names such as ``fmt``, globals, other functions), if it is predeclared (``len``, ``nil``, ``error``,
+...), if it is the blank ``_``, or if it appears as a bare key in a composite literal (``T{name: v}``:
+the key may be a struct field). Field names after ``.``, types, labels and package names stay.
+
+JavaScript rules
+----------------
+Parsed with ``parse_snippet``. The function's name is ``fun`` (a method's name too, with recursive
+``this.name`` accesses); parameters of every function, function expression, arrow function and method
+are ``arg`` (plain, defaults, rest, array / object destructuring); locals are ``var``: ``var`` (function
+scope), ``let`` / ``const`` (block scope), destructuring declarations, ``for`` / ``for-in`` / ``for-of``
+declarations, ``catch`` parameters, nested function declarations and named function expressions.
+Declarations are visible in their whole scope (hoisting / temporal dead zone). A name is left alone, in
+all its occurrences, if any reference to it is outside every scope that declares it (globals such as
+``Math``, ``require``, ``arguments``, ``undefined``, assignments to undeclared names), if it is
+imported or a class name, if it appears as a shorthand property (``{a}`` or ``const {a} = o``: the name
+is also a key), or if it occurs inside a ``with`` statement. Property names, labels and strings stay
+(identifiers inside template-string substitutions are renamed).
+
+Java rules
+----------
+Parsed with ``parse_snippet`` (methods get a class wrapper). The method name is ``fun`` (with
+recursive calls ``name(...)`` / ``this.name(...)``; a constructor's name is a type name and stays);
+parameters (incl. varargs and lambda parameters) are ``arg``; locals are ``var``: local variable
+declarators (also in ``for`` initialisers), enhanced-``for`` variables, ``catch`` parameters,
+try-with-resources variables and ``instanceof`` pattern variables. A local is visible in its enclosing
+block (or ``for`` / ``try`` / ``catch``) from its declarator on; parameters in the whole method or
+lambda. A name is left alone, in all its occurrences, if any reference to it is outside the reach of a
+declaration (fields used without ``this.``, constants, classes used as qualifiers like ``Math``).
+Method names of calls, field names after ``.``, types, annotations, labels and package names stay.
+
+Ruby rules
+----------
+The method name is ``fun`` (with recursive calls ``name(...)`` / ``self.name``; setter and operator
+methods keep their name); parameters are ``arg`` (plain, optional, ``*rest``, keyword -- renaming a
+keyword parameter renames it inside the snippet, as for Python keyword-only parameters --, ``**kw``,
+``&blk``), block and lambda parameters too (incl. destructured ones); locals are ``var``: assignment
+and operator-assignment targets, multiple assignment / destructuring, ``for`` variables and
+``rescue => e``. As in Ruby, a local exists from its first assignment on, in its method, block or
+lambda (blocks see the enclosing locals). A bare name that is not a local there is a method call: the
+name is then left alone in all its occurrences. Method names of calls, constants, instance / class /
+global variables (``@x``, ``@@x``, ``$x``), symbols and hash keys stay.
+
+R rules
+-------
+A snippet ``name <- function(...)`` (also ``=``) has ``fun`` = ``name`` (recursive calls included);
+parameters of every ``function`` / ``\\(x)`` lambda are ``arg`` (plain and with defaults; ``...`` stays);
+locals are ``var``: targets of ``<-``, ``=``, ``->`` and ``for`` variables, visible in their function from
+the assignment on; ``<<-`` targets are renamed only if an enclosing function of the snippet defines
+them. A name is left alone, in all its occurrences, if any reference to it is not in reach of a
+binding (globals, library functions, ``T``/``F``, ...), or if it is ever written in backticks.
+Names after ``$`` and ``@``, ``pkg::`` qualified names, argument names in calls (``f(x = 1)``),
+``..1`` and strings stay. Knowingly not handled: non-standard evaluation (formulas, ``dplyr`` column
+names, ``with()``) and ``assign()`` / ``get()`` with names in strings.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from csbench.code.comments import parse_snippet
+from csbench.code.parsing import LANGUAGES, parse, walk
+
+ROLES = ("fun", "arg", "var")
+IMPLEMENTED = ("python", "php", "go", "javascript", "java", "ruby", "r")
+PYTHON_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True)
+class Identifiers:
+    """The names a snippet defines.
+
+    ``names``: in order of first occurrence in the syntax tree. ``roles``: name -> ``fun`` / ``arg`` /
+    ``var`` (role of the binding the name's first occurrence resolves to). ``occurrences``: name -> byte
+    spans ``(start, end)`` in the UTF-8 encoded code of every occurrence a renaming must change, in order.
+    ``reserved``: names the snippet uses but does not define (free names, builtins, imports, class-body
+    names, ``global`` names, other functions); renaming onto one of them would capture it.
+    """
+
+    names: tuple[str, ...]
+    roles: dict[str, str]
+    occurrences: dict[str, tuple[tuple[int, int], ...]]
+    reserved: frozenset[str] = field(default_factory=frozenset)
+
+
+def _check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"unsupported language {language!r}; supported: {', '.join(LANGUAGES)}")
+    if language not in IMPLEMENTED:
+        raise NotImplementedError(f"identifier analysis is not implemented for {language!r} yet")
+
+
+def snippet_identifiers(code: str, language: str) -> Identifiers:
+    """The identifiers ``code`` defines (see the module docstring for the rules per language)."""
+    _check_language(language)
+    if language == "php":
+        return _php_identifiers(code)
+    if language == "go":
+        return _go_identifiers(code)
+    if language == "javascript":
+        return _js_identifiers(code)
+    if language == "java":
+        return _java_identifiers(code)
+    if language == "ruby":
+        return _ruby_identifiers(code)
+    if language == "r":
+        return _r_identifiers(code)
+    return _PythonAnalyzer(code).run()
+
+
+_PHP_NAME = re.compile(r"^[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*$")
+
+
+def is_valid_name(name: str, language: str) -> bool:
+    """Whether ``name`` can replace a defined name in ``language`` (PHP: without the ``$``)."""
+    _check_language(language)
+    if language == "php":
+        return bool(_PHP_NAME.match(name)) and name != "this" and name not in PHP_SPECIAL_VARIABLES
+    if language == "go":
+        return name.isidentifier() and name not in GO_KEYWORDS and name != "_"
+    if language == "javascript":
+        return bool(_JS_NAME.match(name)) and name not in JS_RESERVED
+    if language == "java":
+        return bool(_JS_NAME.match(name)) and name not in JAVA_KEYWORDS and name != "_"
+    if language == "ruby":
+        return bool(_RUBY_NAME.match(name)) and name not in RUBY_KEYWORDS
+    if language == "r":
+        return bool(_R_NAME.match(name)) and name not in R_RESERVED
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def rename(code: str, language: str, mapping: dict[str, str], identifiers: Identifiers | None = None) -> str:
+    """``code`` with every occurrence of each defined name ``old`` replaced by ``mapping[old]``.
+
+    Names not in ``mapping`` keep their name. Raises ``ValueError`` unless all of these hold:
+
+    * every key of ``mapping`` is a name the snippet defines (``identifiers.names``);
+    * every new name is a valid identifier of the language and not a keyword;
+    * the renaming is one-to-one on the defined names: with ``final(n) = mapping.get(n, n)`` for every
+      defined ``n``, no two defined names get the same final name (so a name may move onto another
+      defined name only if that one moves away too, as in a cyclic shift);
+    * no new name is in ``identifiers.reserved``, the names the snippet uses without defining them
+      (e.g. ``a -> len`` when ``len`` is called; ``a -> len`` is fine when ``len`` is not used).
+
+    ``identifiers`` defaults to ``snippet_identifiers(code, language)``.
+    """
+    _check_language(language)
+    ids = identifiers if identifiers is not None else snippet_identifiers(code, language)
+    unknown = [old for old in mapping if old not in ids.roles]
+    if unknown:
+        raise ValueError(f"not identifiers the snippet defines: {unknown}")
+    invalid = [new for old, new in mapping.items() if new != old and not is_valid_name(new, language)]
+    if invalid:
+        raise ValueError(f"not valid {language} identifiers: {invalid}")
+    final: dict[str, str] = {}
+    for name in ids.names:
+        new = mapping.get(name, name)
+        if new in final:
+            raise ValueError(f"renaming is not one-to-one: {final[new]!r} and {name!r} both become {new!r}")
+        final[new] = name
+    captured = sorted({new for old, new in mapping.items() if new != old and new in ids.reserved})
+    if captured:
+        raise ValueError(f"renaming would capture names the snippet uses but does not define: {captured}")
+    data = code.encode("utf-8")
+    edits = sorted(
+        (span, mapping[name].encode("utf-8"))
+        for name in mapping
+        if mapping[name] != name
+        for span in ids.occurrences[name]
+    )
+    for (start, end), new in reversed(edits):
+        data = data[:start] + new + data[end:]
+    return data.decode("utf-8")
+
+
+# ----------------------------------------------------------------------------------------------- python
+
+
+class _Scope:
+    __slots__ = ("bindings", "globals", "kind", "nonlocals", "parent")
+
+    def __init__(self, kind: str, parent: _Scope | None) -> None:
+        self.kind = kind  # module | function | class | comprehension
+        self.parent = parent
+        self.bindings: dict[str, str] = {}  # name -> role, or "" for a binding that must be left alone
+        self.globals: set[str] = set()
+        self.nonlocals: set[str] = set()
+
+    def bind(self, name: str, role: str) -> None:
+        old = self.bindings.get(name)
+        if old is None:
+            self.bindings[name] = role
+        elif old and not role:
+            self.bindings[name] = ""
+
+    def function_scope(self) -> _Scope:
+        scope = self
+        while scope.kind == "comprehension" and scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+
+_PATTERN_CONTAINERS = frozenset(
+    {"pattern_list", "tuple_pattern", "list_pattern", "tuple", "list", "expression_list", "parenthesized_expression"}
+)
+_SPLATS = frozenset({"list_splat_pattern", "list_splat", "dictionary_splat_pattern"})
+_COMPREHENSIONS = frozenset(
+    {"list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"}
+)
+
+
+class _PythonAnalyzer:
+    def __init__(self, code: str) -> None:
+        self.data = code.encode("utf-8")
+        self.root = parse(self.data, "python").root_node
+        # (node, scope, role or None for a reference, excluded-binding flag)
+        self.occ: list[tuple[Node, _Scope, str | None]] = []
+        self.excluded: set[str] = set()
+
+    # -- collection
+
+    def ref(self, node: Node, scope: _Scope) -> None:
+        self.occ.append((node, scope, None))
+
+    def bind(self, node: Node, scope: _Scope, role: str) -> None:
+        """``role`` empty: a binding that must be left alone (import, class body, class name)."""
+        if scope.kind == "class":
+            role = ""
+        scope.bind(node.text.decode("utf-8"), role)
+        self.occ.append((node, scope, role))
+
+    def leave_alone(self, node: Node) -> None:
+        self.excluded.add(node.text.decode("utf-8"))
+
+    def target(self, node: Node, scope: _Scope, role: str = "var") -> None:
+        kind = node.type
+        if kind == "identifier":
+            self.bind(node, scope, role)
+        elif kind in _PATTERN_CONTAINERS or kind in _SPLATS or kind == "as_pattern_target":
+            for child in node.named_children:
+                self.target(child, scope, role)
+        else:  # attribute, subscript, anything else: its names are references
+            self.visit(node, scope)
+
+    def visit_children(self, node: Node, scope: _Scope) -> None:
+        for child in node.children:
+            self.visit(child, scope)
+
+    def visit(self, node: Node, scope: _Scope) -> None:
+        kind = node.type
+        handler = getattr(self, "_" + kind, None)
+        if handler is not None:
+            handler(node, scope)
+        elif kind == "identifier":
+            self.ref(node, scope)
+        elif kind in _COMPREHENSIONS:
+            self._comprehension(node, scope)
+        elif node.child_count:
+            self.visit_children(node, scope)
+
+    def _attribute(self, node: Node, scope: _Scope) -> None:
+        self.visit(node.child_by_field_name("object"), scope)
+
+    def _keyword_argument(self, node: Node, scope: _Scope) -> None:
+        self.visit(node.child_by_field_name("value"), scope)
+
+    def _import_statement(self, node: Node, scope: _Scope) -> None:
+        for child in node.named_children:
+            for item in _identifiers(child):
+                self.leave_alone(item)
+
+    _import_from_statement = _import_statement
+    _future_import_statement = _import_statement
+
+    def _global_statement(self, node: Node, scope: _Scope) -> None:
+        for child in node.named_children:
+            if child.type == "identifier":
+                scope.globals.add(child.text.decode("utf-8"))
+                self.leave_alone(child)
+
+    def _nonlocal_statement(self, node: Node, scope: _Scope) -> None:
+        for child in node.named_children:
+            if child.type == "identifier":
+                scope.nonlocals.add(child.text.decode("utf-8"))
+                self.ref(child, scope)
+
+    def _case_clause(self, node: Node, scope: _Scope) -> None:
+        for child in node.children:
+            if child.type == "case_pattern":
+                for item in _identifiers(child):
+                    self.leave_alone(item)
+            else:
+                self.visit(child, scope)
+
+    def _assignment(self, node: Node, scope: _Scope) -> None:
+        right = node.child_by_field_name("right")
+        annotation = node.child_by_field_name("type")
+        if annotation is not None:
+            self.visit(annotation, scope)
+        if right is not None:
+            self.visit(right, scope)
+        self.target(node.child_by_field_name("left"), scope)
+
+    def _augmented_assignment(self, node: Node, scope: _Scope) -> None:
+        self.visit(node.child_by_field_name("right"), scope)
+        self.target(node.child_by_field_name("left"), scope)
+
+    def _named_expression(self, node: Node, scope: _Scope) -> None:
+        self.visit(node.child_by_field_name("value"), scope)
+        self.target(node.child_by_field_name("name"), scope.function_scope())
+
+    def _for_statement(self, node: Node, scope: _Scope) -> None:
+        left = node.child_by_field_name("left")
+        for child in node.children:
+            if child == left:
+                self.target(child, scope)
+            else:
+                self.visit(child, scope)
+
+    def _as_pattern(self, node: Node, scope: _Scope) -> None:
+        alias = node.child_by_field_name("alias")
+        for child in node.children:
+            if child == alias:
+                self.target(child, scope)
+            else:
+                self.visit(child, scope)
+
+    def _delete_statement(self, node: Node, scope: _Scope) -> None:
+        for child in node.named_children:
+            self.target(child, scope)
+
+    def _comprehension(self, node: Node, scope: _Scope) -> None:
+        inner = _Scope("comprehension", scope)
+        clauses = [child for child in node.named_children if child.type == "for_in_clause"]
+        for child in node.named_children:
+            if child.type == "for_in_clause":
+                right = child.child_by_field_name("right")
+                # The first iterable is evaluated in the enclosing scope.
+                self.visit(right, scope if child == clauses[0] else inner)
+                for index, grand in enumerate(child.children):
+                    if child.field_name_for_child(index) == "left":
+                        self.target(grand, inner)
+            else:
+                self.visit(child, inner)
+
+    def _function_definition(self, node: Node, scope: _Scope) -> None:
+        name = node.child_by_field_name("name")
+        self.bind(name, scope, "fun" if scope.kind == "module" else "var")
+        inner = _Scope("function", scope)
+        self.parameters(node.child_by_field_name("parameters"), scope, inner)
+        returns = node.child_by_field_name("return_type")
+        if returns is not None:
+            self.visit(returns, scope)
+        self.visit(node.child_by_field_name("body"), inner)
+
+    def _lambda(self, node: Node, scope: _Scope) -> None:
+        inner = _Scope("function", scope)
+        params = node.child_by_field_name("parameters")
+        if params is not None:
+            self.parameters(params, scope, inner)
+        self.visit(node.child_by_field_name("body"), inner)
+
+    def parameters(self, params: Node, outer: _Scope, inner: _Scope) -> None:
+        for param in params.named_children:
+            kind = param.type
+            if kind == "identifier":
+                self.bind(param, inner, "arg")
+            elif kind in _SPLATS:
+                for child in param.named_children:
+                    self.target(child, inner, "arg")
+            elif kind in ("default_parameter", "typed_default_parameter", "typed_parameter"):
+                for field_name in ("type", "value"):
+                    child = param.child_by_field_name(field_name)
+                    if child is not None:
+                        self.visit(child, outer)
+                name = param.child_by_field_name("name")
+                if name is None:  # typed_parameter: identifier or splat, then ": type"
+                    name = param.named_children[0]
+                self.target(name, inner, "arg")
+            elif kind == "tuple_pattern":  # Python 2 tuple parameters
+                self.target(param, inner, "arg")
+            else:
+                self.visit(param, outer)
+
+    def _class_definition(self, node: Node, scope: _Scope) -> None:
+        self.bind(node.child_by_field_name("name"), scope, "")
+        inner = _Scope("class", scope)
+        for child in node.children:
+            if child.type == "block":
+                self.visit(child, inner)
+            elif child.type != "identifier" or child != node.child_by_field_name("name"):
+                self.visit(child, scope)
+
+    # -- resolution
+
+    def resolve(self, name: str, scope: _Scope) -> tuple[_Scope | None, str | None]:
+        """The scope binding ``name`` as seen from ``scope`` and its role; (None, None) if free."""
+        if name in scope.globals:
+            return None, None
+        if name in scope.bindings and name not in scope.nonlocals:
+            return scope, scope.bindings[name]
+        current = scope.parent
+        while current is not None:
+            if (
+                current.kind not in ("class", "module")
+                and name in current.bindings
+                and name not in current.nonlocals
+                and name not in current.globals
+            ):
+                return current, current.bindings[name]
+            current = current.parent
+        module = scope
+        while module.parent is not None:
+            module = module.parent
+        if name in module.bindings:
+            return module, module.bindings[name]
+        return None, None
+
+    def run(self) -> Identifiers:
+        module = _Scope("module", None)
+        self.visit_children(self.root, module)
+        spans: dict[str, list[tuple[int, int]]] = {}
+        roles: dict[str, tuple[int, str]] = {}
+        bad = set(self.excluded) | PYTHON_BUILTINS
+        used: set[str] = set(self.excluded)
+        for node, scope, role in self.occ:
+            name = node.text.decode("utf-8")
+            used.add(name)
+            if role is None:
+                found, role = self.resolve(name, scope)
+                if found is None or not role:
+                    bad.add(name)
+                    continue
+            elif not role:
+                bad.add(name)
+                continue
+            spans.setdefault(name, []).append((node.start_byte, node.end_byte))
+            if name not in roles or node.start_byte < roles[name][0]:
+                roles[name] = (node.start_byte, role)
+        defined = [name for name in spans if name not in bad]
+        occurrences = {name: tuple(sorted(set(spans[name]))) for name in defined}
+        names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+        return Identifiers(
+            names=names,
+            roles={name: roles[name][1] for name in names},
+            occurrences={name: occurrences[name] for name in names},
+            reserved=frozenset(used - set(names)),
+        )
+
+
+def _identifiers(node: Node) -> list[Node]:
+    found = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type == "identifier":
+            found.append(current)
+        stack.extend(current.children)
+    return found
+
+
+# -------------------------------------------------------------------------------------------------- php
+
+PHP_SPECIAL_VARIABLES = frozenset(
+    {
+        "this",
+        "GLOBALS",
+        "_GET",
+        "_POST",
+        "_SERVER",
+        "_COOKIE",
+        "_FILES",
+        "_ENV",
+        "_REQUEST",
+        "_SESSION",
+        "http_response_header",
+        "argc",
+        "argv",
+        "php_errormsg",
+    }
+)
+_PHP_FUNCTIONS = ("function_definition", "method_declaration")
+_PHP_CALLABLE_PARAMS = ("anonymous_function_creation_expression", "arrow_function", *_PHP_FUNCTIONS)
+
+
+def _php_identifiers(code: str) -> Identifiers:
+    snippet = parse_snippet(code, "php")
+    start, end = snippet.offset, snippet.end
+
+    def inside(node: Node) -> bool:
+        return node.start_byte >= start and node.end_byte <= end
+
+    function = next(
+        (node for node in walk(snippet.tree.root_node) if node.type in _PHP_FUNCTIONS and inside(node)), None
+    )
+    spans: dict[str, list[tuple[int, int]]] = {}
+    roles: dict[str, str] = {}
+    reserved: set[str] = set()
+    bad: set[str] = set(PHP_SPECIAL_VARIABLES)
+    fun = function.child_by_field_name("name") if function is not None else None
+    fun_name = fun.text.decode("utf-8") if fun is not None else None
+    for node in walk(snippet.tree.root_node):
+        if not inside(node):
+            continue
+        kind = node.type
+        if node == fun:
+            spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
+            roles.setdefault(fun_name, "fun")
+        elif kind in ("function_call_expression", "member_call_expression", "scoped_call_expression"):
+            target = node.child_by_field_name("function" if kind == "function_call_expression" else "name")
+            if target is None or target.type != "name":
+                continue
+            name = target.text.decode("utf-8")
+            if name == fun_name and _php_recursive(node, kind, function):
+                spans[name].append((target.start_byte, target.end_byte))
+            else:  # another function or method: renaming the function onto it would capture it
+                reserved.add(name)
+        elif kind == "global_declaration":
+            bad.update(_php_var(child) for child in node.named_children if child.type == "variable_name")
+        elif kind == "property_promotion_parameter":
+            name_node = node.child_by_field_name("name")
+            if name_node is not None:
+                bad.add(_php_var(name_node))
+        elif kind == "variable_name":
+            parent = node.parent
+            if (
+                parent is not None
+                and parent.type == "scoped_property_access_expression"
+                and parent.child_by_field_name("name") == node
+            ):
+                continue
+            name_child = node.named_children[-1] if node.named_children else None
+            if name_child is None or name_child.type != "name":
+                continue
+            name = name_child.text.decode("utf-8")
+            spans.setdefault(name, []).append((name_child.start_byte, name_child.end_byte))
+            if name not in roles:
+                is_param = parent is not None and parent.type in ("simple_parameter", "variadic_parameter")
+                is_param = is_param and parent.parent is not None and parent.parent.parent is not None
+                is_param = is_param and parent.parent.parent.type in _PHP_CALLABLE_PARAMS
+                roles[name] = "arg" if is_param else "var"
+    defined = [name for name in spans if name not in bad]
+    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
+    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+    used = reserved | {name for name in spans if name not in occurrences} | bad
+    return Identifiers(
+        names=names,
+        roles={name: roles[name] for name in names},
+        occurrences={name: occurrences[name] for name in names},
+        reserved=frozenset(used - set(names)),
+    )
+
+
+def _php_var(node: Node) -> str:
+    return node.named_children[-1].text.decode("utf-8") if node.named_children else node.text.decode("utf-8")
+
+
+def _php_recursive(call: Node, kind: str, function: Node) -> bool:
+    if kind == "function_call_expression":
+        return function.type == "function_definition"
+    if function.type != "method_declaration":
+        return False
+    if kind == "member_call_expression":
+        target = call.child_by_field_name("object")
+        return target is not None and target.text == b"$this"
+    scope = call.child_by_field_name("scope")
+    return scope is not None and scope.text in (b"self", b"static")
+
+
+# --------------------------------------------------------------------------------------------------- go
+
+GO_KEYWORDS = frozenset(
+    [
+        "break",
+        "case",
+        "chan",
+        "const",
+        "continue",
+        "default",
+        "defer",
+        "else",
+        "fallthrough",
+        "for",
+        "func",
+        "go",
+        "goto",
+        "if",
+        "import",
+        "interface",
+        "map",
+        "package",
+        "range",
+        "return",
+        "select",
+        "struct",
+        "switch",
+        "type",
+        "var",
+    ]
+)
+GO_PREDECLARED = frozenset(
+    [
+        "any",
+        "append",
+        "bool",
+        "byte",
+        "cap",
+        "clear",
+        "close",
+        "comparable",
+        "complex",
+        "complex128",
+        "complex64",
+        "copy",
+        "delete",
+        "error",
+        "false",
+        "float32",
+        "float64",
+        "imag",
+        "int",
+        "int16",
+        "int32",
+        "int64",
+        "int8",
+        "iota",
+        "len",
+        "make",
+        "max",
+        "min",
+        "new",
+        "nil",
+        "panic",
+        "print",
+        "println",
+        "real",
+        "recover",
+        "rune",
+        "string",
+        "true",
+        "uint",
+        "uint16",
+        "uint32",
+        "uint64",
+        "uint8",
+        "uintptr",
+    ]
+)
+_GO_FUNCTIONS = ("function_declaration", "method_declaration", "func_literal")
+_GO_BLOCKS = frozenset(
+    {
+        "block",
+        "if_statement",
+        "for_statement",
+        "expression_switch_statement",
+        "type_switch_statement",
+        "select_statement",
+        "expression_case",
+        "type_case",
+        "default_case",
+        "communication_case",
+        *_GO_FUNCTIONS,
+    }
+)
+
+
+def _go_identifiers(code: str) -> Identifiers:
+    snippet = parse_snippet(code, "go")
+    start, end = snippet.offset, snippet.end
+    nodes = [node for node in walk(snippet.tree.root_node) if node.start_byte >= start and node.end_byte <= end]
+    function = next((node for node in nodes if node.type in _GO_FUNCTIONS[:2]), None)
+    # name -> list of (scope start, scope end, visible from)
+    bindings: dict[str, list[tuple[int, int, int]]] = {}
+    binding_nodes: dict[int, str] = {}  # start byte of a binding identifier -> role
+    bad: set[str] = set()
+    extra: list[Node] = []  # function-name occurrences that are not identifiers (method name, recursive selectors)
+
+    def bind(node: Node, role: str, scope: Node, visible_from: int) -> None:
+        if node.type != "identifier":
+            return
+        bindings.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+        binding_nodes[node.start_byte] = role
+
+    def enclosing_block(node: Node) -> Node:
+        current = node.parent
+        while current is not None and current.type not in _GO_BLOCKS:
+            current = current.parent
+        return current if current is not None else snippet.tree.root_node
+
+    def names_in(node: Node | None) -> list[Node]:
+        if node is None:
+            return []
+        if node.type == "identifier":
+            return [node]
+        return [child for child in node.named_children if child.type == "identifier"]
+
+    fun_name = None
+    receiver = None
+    if function is not None:
+        name = function.child_by_field_name("name")
+        if name is not None:
+            fun_name = name.text.decode("utf-8")
+            extra.append(name)
+            bindings.setdefault(fun_name, []).append((0, len(snippet.tree.root_node.text) + 1, 0))
+        recv = function.child_by_field_name("receiver")
+        if recv is not None:
+            for decl in recv.named_children:
+                for item in names_in(decl.child_by_field_name("name")):
+                    receiver = item.text.decode("utf-8")
+    for node in nodes:
+        kind = node.type
+        if kind in _GO_FUNCTIONS:
+            for field_name, role in (("receiver", "arg"), ("parameters", "arg"), ("result", "var")):
+                params = node.child_by_field_name(field_name)
+                if params is None or params.type != "parameter_list":
+                    continue
+                for decl in params.named_children:
+                    for index, child in enumerate(decl.children):
+                        if decl.field_name_for_child(index) == "name":
+                            bind(child, role, node, node.start_byte)
+        elif kind in ("short_var_declaration", "range_clause", "receive_statement") and (
+            kind != "receive_statement" or (node.child_by_field_name("left") is not None and b":=" in node.text)
+        ):
+            for item in names_in(node.child_by_field_name("left")):
+                bind(item, "var", enclosing_block(node), node.end_byte)
+        elif kind in ("var_spec", "const_spec"):
+            for index, child in enumerate(node.children):
+                if node.field_name_for_child(index) == "name":
+                    bind(child, "var", enclosing_block(node.parent), node.end_byte)
+        elif kind == "type_switch_statement":
+            value = node.child_by_field_name("value")
+            for item in names_in(node.child_by_field_name("alias")):
+                bind(item, "var", node, value.end_byte if value is not None else node.start_byte)
+        elif kind == "keyed_element":
+            key = node.named_children[0] if node.named_children else None
+            if key is not None and key.type == "literal_element" and key.named_children:
+                key = key.named_children[0]
+            if key is not None and key.type == "identifier":
+                bad.add(key.text.decode("utf-8"))
+        elif kind == "selector_expression" and function is not None and function.type == "method_declaration":
+            operand, field_node = node.child_by_field_name("operand"), node.child_by_field_name("field")
+            if (
+                operand is not None
+                and field_node is not None
+                and operand.type == "identifier"
+                and operand.text.decode("utf-8") == receiver
+                and field_node.text.decode("utf-8") == fun_name
+            ):
+                extra.append(field_node)
+    spans: dict[str, list[tuple[int, int]]] = {}
+    roles: dict[str, tuple[int, str]] = {}
+    used: set[str] = set()
+    for node in nodes:
+        if node.type != "identifier":
+            continue
+        name = node.text.decode("utf-8")
+        used.add(name)
+        if node.start_byte in binding_nodes:
+            role = binding_nodes[node.start_byte]
+        else:
+            position = node.start_byte
+            if not any(a <= position < b and position >= visible for a, b, visible in bindings.get(name, ())):
+                bad.add(name)
+                continue
+            role = ""
+        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
+        if role and (name not in roles or node.start_byte < roles[name][0]):
+            roles[name] = (node.start_byte, role)
+    # Plain recursive calls are identifiers, resolved through the function-name binding above.
+    for node in extra:
+        spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
+        if node.start_byte == extra[0].start_byte:
+            roles[fun_name] = (node.start_byte, "fun")
+    bad |= GO_PREDECLARED | {"_"}
+    defined = [name for name in spans if name not in bad and name in roles]
+    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
+    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+    return Identifiers(
+        names=names,
+        roles={name: roles[name][1] for name in names},
+        occurrences={name: occurrences[name] for name in names},
+        reserved=frozenset(used - set(names)),
+    )
+
+
+# ------------------------------------------------------------------------------------------- javascript
+
+_JS_NAME = re.compile(r"^[A-Za-z_$\x80-\U0010ffff][\w$\x80-\U0010ffff]*$")
+JS_RESERVED = frozenset(
+    [
+        *[
+            "break",
+            "case",
+            "catch",
+            "class",
+            "const",
+            "continue",
+            "debugger",
+            "default",
+            "delete",
+            "do",
+            "else",
+            "enum",
+            "export",
+            "extends",
+            "false",
+        ],
+        *[
+            "finally",
+            "for",
+            "function",
+            "if",
+            "import",
+            "in",
+            "instanceof",
+            "new",
+            "null",
+            "return",
+            "super",
+            "switch",
+            "this",
+            "throw",
+            "true",
+            "try",
+        ],
+        *[
+            "typeof",
+            "var",
+            "void",
+            "while",
+            "with",
+            "yield",
+            "let",
+            "static",
+            "implements",
+            "interface",
+            "package",
+            "private",
+            "protected",
+        ],
+        *["public", "await", "arguments", "eval", "undefined", "NaN", "Infinity"],
+    ]
+)
+_JS_FUNCTIONS = frozenset(
+    {
+        "function_declaration",
+        "function",
+        "function_expression",
+        "generator_function_declaration",
+        "generator_function",
+        "arrow_function",
+        "method_definition",
+    }
+)
+_JS_BLOCKS = frozenset({"statement_block", "for_statement", "for_in_statement", "switch_body", "program"})
+
+
+def _js_identifiers(code: str) -> Identifiers:
+    snippet = parse_snippet(code, "javascript")
+    start, end = snippet.offset, snippet.end
+    root = snippet.tree.root_node
+    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
+    function = next((node for node in nodes if node.type in _JS_FUNCTIONS), None)
+    scopes: dict[str, list[tuple[int, int]]] = {}
+    binding_roles: dict[int, str] = {}
+    bad: set[str] = set()
+    extra: list[Node] = []
+
+    def enclosing(node: Node, kinds: frozenset[str]) -> Node:
+        current = node.parent
+        while current is not None and current.type not in kinds:
+            current = current.parent
+        return current if current is not None else root
+
+    def bind_pattern(node: Node | None, role: str, scope: Node) -> None:
+        if node is None:
+            return
+        kind = node.type
+        if kind == "identifier":
+            scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte))
+            binding_roles[node.start_byte] = role
+        elif kind in ("shorthand_property_identifier_pattern", "shorthand_property_identifier"):
+            bad.add(node.text.decode("utf-8"))
+        elif kind in ("assignment_pattern", "object_assignment_pattern"):
+            bind_pattern(node.child_by_field_name("left"), role, scope)
+        elif kind == "pair_pattern":
+            bind_pattern(node.child_by_field_name("value"), role, scope)
+        elif kind in ("array_pattern", "object_pattern", "rest_pattern"):
+            for child in node.named_children:
+                bind_pattern(child, role, scope)
+
+    fun_name = None
+    if function is not None:
+        name = function.child_by_field_name("name")
+        if name is not None:
+            fun_name = name.text.decode("utf-8")
+            extra.append(name)
+            if name.type == "identifier":  # a method's name is a property, not a variable
+                scopes.setdefault(fun_name, []).append((root.start_byte, root.end_byte + 1))
+                binding_roles[name.start_byte] = "fun"
+    for node in nodes:
+        kind = node.type
+        if kind in _JS_FUNCTIONS:
+            params = node.child_by_field_name("parameters")
+            if params is None:
+                params = node.child_by_field_name("parameter")
+                bind_pattern(params, "arg", node)
+            else:
+                for child in params.named_children:
+                    bind_pattern(child, "arg", node)
+            name = node.child_by_field_name("name")
+            if node != function and name is not None and name.type == "identifier":
+                if kind.endswith("_declaration"):
+                    bind_pattern(name, "var", enclosing(node, _JS_BLOCKS | _JS_FUNCTIONS))
+                else:
+                    bind_pattern(name, "var", node)
+        elif kind in ("variable_declaration", "lexical_declaration"):
+            kinds = _JS_FUNCTIONS | {"program"} if kind == "variable_declaration" else _JS_BLOCKS | _JS_FUNCTIONS
+            scope = enclosing(node, kinds)
+            for child in node.named_children:
+                if child.type == "variable_declarator":
+                    bind_pattern(child.child_by_field_name("name"), "var", scope)
+        elif kind == "for_in_statement" and node.child_by_field_name("kind") is not None:
+            declared = node.child_by_field_name("kind").type
+            scope = enclosing(node, _JS_FUNCTIONS | {"program"}) if declared == "var" else node
+            bind_pattern(node.child_by_field_name("left"), "var", scope)
+        elif kind == "catch_clause":
+            bind_pattern(node.child_by_field_name("parameter"), "var", node)
+        elif kind in ("class_declaration", "class", "import_statement"):
+            name = node.child_by_field_name("name")
+            targets = [name] if name is not None else []
+            if kind == "import_statement":
+                targets = [item for item in walk(node) if item.type == "identifier"]
+            bad.update(item.text.decode("utf-8") for item in targets)
+        elif kind == "shorthand_property_identifier":
+            bad.add(node.text.decode("utf-8"))
+        elif kind == "with_statement":
+            bad.update(item.text.decode("utf-8") for item in walk(node) if item.type == "identifier")
+        elif (
+            kind == "member_expression"
+            and function is not None
+            and function.type == "method_definition"
+            and fun_name is not None
+        ):
+            target, prop = node.child_by_field_name("object"), node.child_by_field_name("property")
+            if target is not None and target.type == "this" and prop is not None and prop.text.decode() == fun_name:
+                extra.append(prop)
+    spans: dict[str, list[tuple[int, int]]] = {}
+    roles: dict[str, tuple[int, str]] = {}
+    used: set[str] = set(bad)
+    for node in nodes:
+        if node.type != "identifier":
+            continue
+        name = node.text.decode("utf-8")
+        used.add(name)
+        role = binding_roles.get(node.start_byte, "")
+        if not role and not any(a <= node.start_byte < b for a, b in scopes.get(name, ())):
+            bad.add(name)
+            continue
+        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
+        if role and (name not in roles or node.start_byte < roles[name][0]):
+            roles[name] = (node.start_byte, role)
+    for node in extra:
+        if node.type != "identifier":  # method names are property identifiers
+            spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
+            roles.setdefault(fun_name, (extra[0].start_byte, "fun"))
+    bad |= JS_RESERVED
+    defined = [name for name in spans if name not in bad and name in roles]
+    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
+    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+    return Identifiers(
+        names=names,
+        roles={name: roles[name][1] for name in names},
+        occurrences={name: occurrences[name] for name in names},
+        reserved=frozenset(used - set(names)),
+    )
+
+
+# ------------------------------------------------------------------------------------------------- java
+
+JAVA_KEYWORDS = frozenset(
+    [
+        "abstract",
+        "assert",
+        "boolean",
+        "break",
+        "byte",
+        "case",
+        "catch",
+        "char",
+        "class",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extends",
+        "final",
+        "finally",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "implements",
+        "import",
+        "instanceof",
+        "int",
+        "interface",
+        "long",
+        "native",
+        "new",
+        "package",
+        "private",
+        "protected",
+        "public",
+        "return",
+        "short",
+        "static",
+        "strictfp",
+        "super",
+        "switch",
+        "synchronized",
+        "this",
+        "throw",
+        "throws",
+        "transient",
+        "try",
+        "void",
+        "volatile",
+        "while",
+        "true",
+        "false",
+        "null",
+        "var",
+        "record",
+        "yield",
+        "sealed",
+        "permits",
+    ]
+)
+_JAVA_CALLABLES = frozenset({"method_declaration", "constructor_declaration", "lambda_expression"})
+_JAVA_BLOCKS = frozenset(
+    {
+        "block",
+        "for_statement",
+        "enhanced_for_statement",
+        "catch_clause",
+        "try_with_resources_statement",
+        "switch_block_statement_group",
+        "switch_rule",
+        "constructor_body",
+        *_JAVA_CALLABLES,
+    }
+)
+# (parent type, field) of identifiers that are not variables
+_JAVA_NOT_VARIABLES = {
+    ("method_invocation", "name"),
+    ("field_access", "field"),
+    ("marker_annotation", "name"),
+    ("annotation", "name"),
+    ("method_declaration", "name"),
+    ("constructor_declaration", "name"),
+    ("class_declaration", "name"),
+    ("interface_declaration", "name"),
+    ("enum_declaration", "name"),
+    ("record_declaration", "name"),
+    ("annotation_type_declaration", "name"),
+    ("enum_constant", "name"),
+    ("element_value_pair", "key"),
+}
+_JAVA_NOT_VARIABLE_PARENTS = frozenset(
+    {"labeled_statement", "break_statement", "continue_statement", "method_reference", "scoped_identifier"}
+)
+
+
+def _java_identifiers(code: str) -> Identifiers:
+    snippet = parse_snippet(code, "java")
+    start, end = snippet.offset, snippet.end
+    root = snippet.tree.root_node
+    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
+    function = next((node for node in nodes if node.type in ("method_declaration", "constructor_declaration")), None)
+    scopes: dict[str, list[tuple[int, int, int]]] = {}
+    binding_roles: dict[int, str] = {}
+    non_variables: set[int] = set()
+    extra: list[Node] = []
+
+    def enclosing(node: Node) -> Node:
+        current = node.parent
+        while current is not None and current.type not in _JAVA_BLOCKS:
+            current = current.parent
+        return current if current is not None else root
+
+    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
+        if node is None or node.type != "identifier":
+            return
+        scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+        binding_roles[node.start_byte] = role
+
+    fun_name = None
+    if function is not None and function.type == "method_declaration":
+        name = function.child_by_field_name("name")
+        fun_name = name.text.decode("utf-8")
+        extra.append(name)
+    for node in nodes:
+        kind = node.type
+        for index, child in enumerate(node.children):
+            if child.type == "identifier" and (
+                kind in _JAVA_NOT_VARIABLE_PARENTS or (kind, node.field_name_for_child(index)) in _JAVA_NOT_VARIABLES
+            ):
+                non_variables.add(child.start_byte)
+        if kind in _JAVA_CALLABLES:
+            params = node.child_by_field_name("parameters")
+            if params is None:
+                continue
+            if params.type == "identifier":
+                bind(params, "arg", node, node.start_byte)
+            for param in params.named_children:
+                if param.type == "identifier":  # inferred lambda parameters
+                    bind(param, "arg", node, node.start_byte)
+                elif param.type == "formal_parameter":
+                    bind(param.child_by_field_name("name"), "arg", node, node.start_byte)
+                elif param.type == "spread_parameter":
+                    for child in param.named_children:
+                        if child.type == "variable_declarator":
+                            bind(child.child_by_field_name("name"), "arg", node, node.start_byte)
+        elif (
+            kind == "variable_declarator"
+            and node.parent is not None
+            and node.parent.type == "local_variable_declaration"
+        ):
+            bind(node.child_by_field_name("name"), "var", enclosing(node.parent), node.start_byte)
+        elif kind in ("enhanced_for_statement", "resource"):
+            bind(
+                node.child_by_field_name("name"),
+                "var",
+                node if kind != "resource" else enclosing(node),
+                node.start_byte,
+            )
+        elif kind == "catch_formal_parameter" or kind == "instanceof_expression":
+            bind(node.child_by_field_name("name"), "var", enclosing(node), node.start_byte)
+        elif kind == "method_invocation" and fun_name is not None:
+            name, target = node.child_by_field_name("name"), node.child_by_field_name("object")
+            if name is not None and name.text.decode("utf-8") == fun_name and (target is None or target.type == "this"):
+                extra.append(name)
+    spans: dict[str, list[tuple[int, int]]] = {}
+    roles: dict[str, tuple[int, str]] = {}
+    bad: set[str] = set()
+    used: set[str] = set()
+    for node in nodes:
+        if node.type != "identifier":
+            continue
+        name = node.text.decode("utf-8")
+        used.add(name)
+        if node.start_byte in non_variables:
+            continue
+        role = binding_roles.get(node.start_byte, "")
+        position = node.start_byte
+        if not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
+            bad.add(name)
+            continue
+        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
+        if role and (name not in roles or node.start_byte < roles[name][0]):
+            roles[name] = (node.start_byte, role)
+    if fun_name is not None:
+        # The method name lives in the method namespace: it can share its text with a variable.
+        if fun_name in spans or fun_name in bad:
+            bad.add(fun_name)
+        else:
+            spans[fun_name] = [(node.start_byte, node.end_byte) for node in extra]
+            roles[fun_name] = (extra[0].start_byte, "fun")
+    bad |= JAVA_KEYWORDS
+    defined = [name for name in spans if name not in bad and name in roles]
+    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
+    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+    return Identifiers(
+        names=names,
+        roles={name: roles[name][1] for name in names},
+        occurrences={name: occurrences[name] for name in names},
+        reserved=frozenset(used - set(names)),
+    )
+
+
+# ------------------------------------------------------------------------------------------------- ruby
+
+_RUBY_NAME = re.compile(r"^[a-z_][A-Za-z0-9_]*$")
+RUBY_KEYWORDS = frozenset(
+    [
+        "BEGIN",
+        "END",
+        "alias",
+        "and",
+        "begin",
+        "break",
+        "case",
+        "class",
+        "def",
+        "defined?",
+        "do",
+        "else",
+        "elsif",
+        "end",
+        "ensure",
+        "false",
+        "for",
+        "if",
+        "in",
+        "module",
+        "next",
+        "nil",
+        "not",
+        "or",
+        "redo",
+        "rescue",
+        "retry",
+        "return",
+        "self",
+        "super",
+        "then",
+        "true",
+        "undef",
+        "unless",
+        "until",
+        "when",
+        "while",
+        "yield",
+        "__FILE__",
+        "__LINE__",
+        "__ENCODING__",
+        "__method__",
+        "binding",
+        "block_given?",
+        "loop",
+    ]
+)
+_RUBY_SCOPES = frozenset({"method", "singleton_method", "block", "do_block", "lambda", "program"})
+_RUBY_PARAM_LISTS = frozenset({"method_parameters", "block_parameters", "lambda_parameters"})
+
+
+def _ruby_identifiers(code: str) -> Identifiers:
+    snippet = parse_snippet(code, "ruby")
+    start, end = snippet.offset, snippet.end
+    root = snippet.tree.root_node
+    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
+    function = next((node for node in nodes if node.type in ("method", "singleton_method")), None)
+    scopes: dict[str, list[tuple[int, int, int]]] = {}
+    binding_roles: dict[int, str] = {}
+    non_variables: set[int] = set()
+    extra: list[Node] = []
+
+    def enclosing(node: Node) -> Node:
+        current = node.parent
+        while current is not None and current.type not in _RUBY_SCOPES:
+            current = current.parent
+        return current if current is not None else root
+
+    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
+        if node is None:
+            return
+        if node.type == "identifier":
+            scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+            binding_roles[node.start_byte] = role
+        elif node.type in (
+            "left_assignment_list",
+            "destructured_left_assignment",
+            "rest_assignment",
+            "destructured_parameter",
+            "splat_parameter",
+            "hash_splat_parameter",
+            "block_parameter",
+            "optional_parameter",
+            "keyword_parameter",
+            "exception_variable",
+        ):
+            for index, child in enumerate(node.children):
+                if node.field_name_for_child(index) in (None, "name") and child.is_named:
+                    bind(child, role, scope, visible_from if role == "var" else scope.start_byte)
+
+    fun_name = None
+    if function is not None:
+        name = function.child_by_field_name("name")
+        if name is not None and name.type == "identifier":
+            fun_name = name.text.decode("utf-8")
+            extra.append(name)
+    for node in nodes:
+        kind = node.type
+        if kind in _RUBY_PARAM_LISTS:
+            owner = node.parent if node.parent is not None else root
+            for child in node.named_children:
+                bind(child, "arg", owner, owner.start_byte)
+        elif kind in ("assignment", "operator_assignment"):
+            left = node.child_by_field_name("left")
+            bind(left, "var", enclosing(node), left.start_byte if left is not None else node.start_byte)
+        elif kind == "for":
+            pattern = node.child_by_field_name("pattern")
+            bind(pattern, "var", enclosing(node), node.start_byte)
+        elif kind == "exception_variable":
+            bind(node, "var", enclosing(node), node.start_byte)
+        elif kind in ("method", "singleton_method"):
+            name = node.child_by_field_name("name")
+            if name is not None:
+                non_variables.add(name.start_byte)
+        elif kind == "call":
+            method = node.child_by_field_name("method")
+            if method is not None and method.type == "identifier":
+                non_variables.add(method.start_byte)
+                receiver = node.child_by_field_name("receiver")
+                if method.text.decode("utf-8") == fun_name and (receiver is None or receiver.type == "self"):
+                    extra.append(method)
+    spans: dict[str, list[tuple[int, int]]] = {}
+    roles: dict[str, tuple[int, str]] = {}
+    bad: set[str] = set()
+    used: set[str] = set()
+    for node in nodes:
+        if node.type != "identifier":
+            continue
+        name = node.text.decode("utf-8")
+        used.add(name)
+        if node.start_byte in non_variables:
+            continue
+        role = binding_roles.get(node.start_byte, "")
+        position = node.start_byte
+        if not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
+            if name == fun_name and node.parent is not None and node.parent.type != "call":
+                extra.append(node)  # a bare recursive call without arguments
+                continue
+            bad.add(name)
+            continue
+        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
+        if role and (name not in roles or node.start_byte < roles[name][0]):
+            roles[name] = (node.start_byte, role)
+    if fun_name is not None:
+        # Method names and locals are separate namespaces; a shared text is left alone.
+        if fun_name in spans or fun_name in bad:
+            bad.add(fun_name)
+        else:
+            spans[fun_name] = [(node.start_byte, node.end_byte) for node in extra]
+            roles[fun_name] = (extra[0].start_byte, "fun")
+    bad |= RUBY_KEYWORDS
+    defined = [name for name in spans if name not in bad and name in roles]
+    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
+    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+    return Identifiers(
+        names=names,
+        roles={name: roles[name][1] for name in names},
+        occurrences={name: occurrences[name] for name in names},
+        reserved=frozenset(used - set(names)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- r
+
+_R_NAME = re.compile(r"^(?:[A-Za-z]|\.[A-Za-z_.])[A-Za-z0-9._]*$|^[A-Za-z]$")
+R_RESERVED = frozenset(
+    [
+        "if",
+        "else",
+        "repeat",
+        "while",
+        "function",
+        "for",
+        "next",
+        "break",
+        "TRUE",
+        "FALSE",
+        "NULL",
+        "Inf",
+        "NaN",
+        "NA",
+        "NA_integer_",
+        "NA_real_",
+        "NA_character_",
+        "NA_complex_",
+        "in",
+    ]
+)
+_R_FUNCTIONS = frozenset({"function_definition", "lambda_function"})
+_R_ASSIGNMENTS = frozenset({"left_assignment", "equals_assignment", "right_assignment"})
+
+
+def _r_identifiers(code: str) -> Identifiers:
+    snippet = parse_snippet(code, "r")
+    start, end = snippet.offset, snippet.end
+    root = snippet.tree.root_node
+    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
+    scopes: dict[str, list[tuple[int, int, int]]] = {}
+    binding_roles: dict[int, str] = {}
+    non_variables: set[int] = set()
+    super_targets: list[Node] = []
+    bad: set[str] = set()
+
+    def enclosing(node: Node) -> Node:
+        current = node.parent
+        while current is not None and current.type not in _R_FUNCTIONS:
+            current = current.parent
+        return current if current is not None else root
+
+    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
+        if node is None or node.type != "identifier":
+            return
+        scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+        binding_roles[node.start_byte] = role
+
+    top = next((node for node in nodes if node.type in _R_ASSIGNMENTS), None)
+    fun = None
+    if top is not None and top.parent == root:
+        value = top.child_by_field_name("value")
+        if value is not None and value.type in _R_FUNCTIONS:
+            fun = top.child_by_field_name("name")
+            if fun is not None and fun.type == "identifier":
+                bind(fun, "fun", root, 0)
+    for node in nodes:
+        kind = node.type
+        if kind in _R_FUNCTIONS:
+            for param in node.named_children:
+                if param.type != "formal_parameters":
+                    continue
+                for child in param.named_children:
+                    target = child.child_by_field_name("name") if child.type == "default_parameter" else child
+                    bind(target, "arg", node, node.start_byte)
+        elif kind in _R_ASSIGNMENTS and not (fun is not None and node == top):
+            name = node.child_by_field_name("name")
+            if name is not None and not (
+                kind == "equals_assignment" and node.parent and node.parent.type == "arguments"
+            ):
+                bind(name, "var", enclosing(node), name.start_byte)
+        elif kind == "super_assignment":
+            name = node.child_by_field_name("name")
+            if name is not None:
+                super_targets.append(name)
+        elif kind == "for":
+            bind(node.child_by_field_name("name"), "var", enclosing(node), node.start_byte)
+        elif kind in ("dollar", "slot"):
+            children = node.named_children
+            if len(children) >= 2 and children[-1].type == "identifier":
+                non_variables.add(children[-1].start_byte)
+        elif kind in ("namespace_get", "namespace_get_internal"):
+            non_variables.update(child.start_byte for child in node.named_children)
+        elif kind == "default_argument":
+            name = node.child_by_field_name("name")
+            if name is not None:
+                non_variables.add(name.start_byte)
+        elif kind == "identifier" and node.text.startswith(b"`"):
+            text = node.text.decode("utf-8")
+            bad.update({text, text.strip("`")})
+    spans: dict[str, list[tuple[int, int]]] = {}
+    roles: dict[str, tuple[int, str]] = {}
+    used: set[str] = set()
+    super_starts = {node.start_byte for node in super_targets}
+    for node in nodes:
+        if node.type != "identifier":
+            continue
+        name = node.text.decode("utf-8")
+        used.add(name)
+        if node.start_byte in non_variables:
+            continue
+        role = binding_roles.get(node.start_byte, "")
+        position = node.start_byte
+        if node.start_byte in super_starts:
+            # ``<<-`` assigns in an enclosing function: it must define the name (outside this function).
+            own = enclosing(node)
+            reach = [(a, b) for a, b, _ in scopes.get(name, ()) if a <= position < b and a < own.start_byte]
+            if not reach:
+                bad.add(name)
+                continue
+        elif not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
+            bad.add(name)
+            continue
+        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
+        if role and (name not in roles or node.start_byte < roles[name][0]):
+            roles[name] = (node.start_byte, role)
+    bad |= R_RESERVED | {"..."}
+    defined = [name for name in spans if name not in bad and name in roles]
+    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
+    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+    return Identifiers(
+        names=names,
+        roles={name: roles[name][1] for name in names},
+        occurrences={name: occurrences[name] for name in names},
+        reserved=frozenset(used - set(names)),
+    )
