@@ -738,6 +738,27 @@ _GO_BLOCKS = frozenset(
 )
 
 
+def _assemble(
+    spans: dict[str, list[tuple[int, int]]],
+    roles: dict[str, tuple[int, str]],
+    bad: set[str],
+    used: set[str],
+    start: int,
+) -> Identifiers:
+    """The result of an analysis: every name with spans and a binding role, unless it is in ``bad``
+    (it also refers to something the snippet does not define), ordered by first occurrence; spans
+    made relative to the snippet's first byte ``start``; the other used names are reserved."""
+    defined = [name for name in spans if name not in bad and name in roles]
+    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
+    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+    return Identifiers(
+        names=names,
+        roles={name: roles[name][1] for name in names},
+        occurrences={name: occurrences[name] for name in names},
+        reserved=frozenset(used - set(names)),
+    )
+
+
 def _go_identifiers(code: str) -> Identifiers:
     snippet = parse_snippet(code, "go")
     start, end = snippet.offset, snippet.end
@@ -846,15 +867,7 @@ def _go_identifiers(code: str) -> Identifiers:
         if node.start_byte == extra[0].start_byte:
             roles[fun_name] = (node.start_byte, "fun")
     bad |= GO_PREDECLARED | {"_"}
-    defined = [name for name in spans if name not in bad and name in roles]
-    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
-    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
-    return Identifiers(
-        names=names,
-        roles={name: roles[name][1] for name in names},
-        occurrences={name: occurrences[name] for name in names},
-        reserved=frozenset(used - set(names)),
-    )
+    return _assemble(spans, roles, bad, used, start)
 
 
 # ------------------------------------------------------------------------------------------- javascript
@@ -1039,15 +1052,7 @@ def _js_identifiers(code: str) -> Identifiers:
             spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
             roles.setdefault(fun_name, (extra[0].start_byte, "fun"))
     bad |= JS_RESERVED
-    defined = [name for name in spans if name not in bad and name in roles]
-    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
-    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
-    return Identifiers(
-        names=names,
-        roles={name: roles[name][1] for name in names},
-        occurrences={name: occurrences[name] for name in names},
-        reserved=frozenset(used - set(names)),
-    )
+    return _assemble(spans, roles, bad, used, start)
 
 
 # ------------------------------------------------------------------------------------------------- java
@@ -1245,15 +1250,7 @@ def _java_identifiers(code: str) -> Identifiers:
             spans[fun_name] = [(node.start_byte, node.end_byte) for node in extra]
             roles[fun_name] = (extra[0].start_byte, "fun")
     bad |= JAVA_KEYWORDS
-    defined = [name for name in spans if name not in bad and name in roles]
-    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
-    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
-    return Identifiers(
-        names=names,
-        roles={name: roles[name][1] for name in names},
-        occurrences={name: occurrences[name] for name in names},
-        reserved=frozenset(used - set(names)),
-    )
+    return _assemble(spans, roles, bad, used, start)
 
 
 # ------------------------------------------------------------------------------------------------- ruby
@@ -1412,15 +1409,7 @@ def _ruby_identifiers(code: str) -> Identifiers:
             spans[fun_name] = [(node.start_byte, node.end_byte) for node in extra]
             roles[fun_name] = (extra[0].start_byte, "fun")
     bad |= RUBY_KEYWORDS
-    defined = [name for name in spans if name not in bad and name in roles]
-    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
-    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
-    return Identifiers(
-        names=names,
-        roles={name: roles[name][1] for name in names},
-        occurrences={name: occurrences[name] for name in names},
-        reserved=frozenset(used - set(names)),
-    )
+    return _assemble(spans, roles, bad, used, start)
 
 
 # ---------------------------------------------------------------------------------------------------- r
@@ -1545,12 +1534,4 @@ def _r_identifiers(code: str) -> Identifiers:
         if role and (name not in roles or node.start_byte < roles[name][0]):
             roles[name] = (node.start_byte, role)
     bad |= R_RESERVED | {"..."}
-    defined = [name for name in spans if name not in bad and name in roles]
-    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
-    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
-    return Identifiers(
-        names=names,
-        roles={name: roles[name][1] for name in names},
-        occurrences={name: occurrences[name] for name in names},
-        reserved=frozenset(used - set(names)),
-    )
+    return _assemble(spans, roles, bad, used, start)
