@@ -738,6 +738,24 @@ _GO_BLOCKS = frozenset(
 )
 
 
+def _add_method_name(
+    fun_name: str | None,
+    calls: list[Node],
+    spans: dict[str, list[tuple[int, int]]],
+    roles: dict[str, tuple[int, str]],
+    bad: set[str],
+) -> None:
+    """Java / Ruby: method names and locals are separate namespaces. The method's name (its
+    declaration and recursive calls, ``calls``) is renamed only when no variable shares its text."""
+    if fun_name is None:
+        return
+    if fun_name in spans or fun_name in bad:
+        bad.add(fun_name)
+    else:
+        spans[fun_name] = [(node.start_byte, node.end_byte) for node in calls]
+        roles[fun_name] = (calls[0].start_byte, "fun")
+
+
 def _assemble(
     spans: dict[str, list[tuple[int, int]]],
     roles: dict[str, tuple[int, str]],
@@ -1242,13 +1260,7 @@ def _java_identifiers(code: str) -> Identifiers:
         spans.setdefault(name, []).append((node.start_byte, node.end_byte))
         if role and (name not in roles or node.start_byte < roles[name][0]):
             roles[name] = (node.start_byte, role)
-    if fun_name is not None:
-        # The method name lives in the method namespace: it can share its text with a variable.
-        if fun_name in spans or fun_name in bad:
-            bad.add(fun_name)
-        else:
-            spans[fun_name] = [(node.start_byte, node.end_byte) for node in extra]
-            roles[fun_name] = (extra[0].start_byte, "fun")
+    _add_method_name(fun_name, extra, spans, roles, bad)
     bad |= JAVA_KEYWORDS
     return _assemble(spans, roles, bad, used, start)
 
@@ -1401,13 +1413,7 @@ def _ruby_identifiers(code: str) -> Identifiers:
         spans.setdefault(name, []).append((node.start_byte, node.end_byte))
         if role and (name not in roles or node.start_byte < roles[name][0]):
             roles[name] = (node.start_byte, role)
-    if fun_name is not None:
-        # Method names and locals are separate namespaces; a shared text is left alone.
-        if fun_name in spans or fun_name in bad:
-            bad.add(fun_name)
-        else:
-            spans[fun_name] = [(node.start_byte, node.end_byte) for node in extra]
-            roles[fun_name] = (extra[0].start_byte, "fun")
+    _add_method_name(fun_name, extra, spans, roles, bad)
     bad |= RUBY_KEYWORDS
     return _assemble(spans, roles, bad, used, start)
 
