@@ -219,20 +219,37 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_attack(args: argparse.Namespace) -> int:
-    from csbench.attacks import ATTACKS, check_languages
+    from csbench.attacks import run_attack
 
     config = _config(args)
     _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
     _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
-    attack = ATTACKS.get(args.attack)
     source, target = paths.prepared_dir(args.dataset), paths.attacked_dir(args.dataset, args.attack)
+    splits = {}
     for split, file in paths.split_files(source).items():
         if not file.is_file():
             raise FileNotFoundError(f"{file} is missing: run `csbench prepare --dataset {args.dataset}` first")
-        frame = pd.read_parquet(file)
-        check_languages(attack, sorted(frame["language"].unique()))
-        write_parquet(paths.split_files(target)[split], attack.apply(frame, config.attack_params(args.attack)))
-    log.info("attacked %s with %s", args.dataset, args.attack)
+        splits[split] = pd.read_parquet(file)
+    attacked, report = run_attack(
+        args.attack, splits, config.raw.get("attack_params") or {}, workers=args.jobs, progress=not args.quiet
+    )
+    for split, frame in attacked.items():
+        write_parquet(paths.split_files(target)[split], frame)
+    summary = report.as_dict()
+    write_json(target / "attack.json", {**summary, "params": config.attack_params(args.attack)})
+    for language, row in summary["per_language"].items():
+        log.info(
+            "attacked %s with %s: %s %s snippets, %s changed, %s renamed, %s not analysable",
+            args.dataset,
+            args.attack,
+            row["snippets"],
+            language,
+            row["changed"],
+            row["renamed"],
+            row["analysis_failed"],
+        )
+    for failure in summary["failures"]:
+        log.warning("identifier analysis failed (%s, code left unrenamed): %s", failure["language"], failure["error"])
     return 0
 
 
@@ -353,7 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("attack", help="apply a code attack to every split of a prepared dataset")
     _add_config(p)
     p.add_argument("--dataset", required=True)
-    p.add_argument("--attack", required=True)
+    p.add_argument("--attack", required=True, help="an attack spec of grid.attacks, e.g. ordered_id+translation")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     p.set_defaults(func=cmd_attack)
 
     p = sub.add_parser("evaluate", help="retrieve the test split with a model under every protocol")

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from csbench.attacks import ATTACKS
+from csbench.attacks import parse_spec
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 from csbench.evaluate.protocols import PROTOCOLS
 from csbench.models import MODELS
@@ -89,8 +89,10 @@ class Config:
     def dataset_kind(self, name: str) -> str:
         return DATASETS.get(name).kind if name in DATASETS else self.dataset_options(name)["kind"]
 
-    def attack_params(self, name: str) -> dict[str, Any]:
-        return {**ATTACKS.get(name).defaults, **self.raw.get("attack_params", {}).get(name, {})}
+    def attack_params(self, spec: str) -> dict[str, dict[str, Any]]:
+        """The parameters of each attack of a spec (``ordered_id+translation``, ``k_shift_snippet-64``):
+        registered defaults < ``attack_params`` < the spec's variant suffix."""
+        return {c.attack.name: c.params for c in parse_spec(spec, self.raw.get("attack_params") or {})}
 
     def model_params(self, name: str) -> dict[str, Any]:
         return {**MODELS.get(name).defaults, **self.raw["models"].get(name, {})}
@@ -229,7 +231,7 @@ def _check_names(config: Config) -> None:
         if missing:
             raise ValueError(f"datasets.{name}: a local-source corpus needs {' and '.join(missing)}")
     for i, name in enumerate(config.attacks):
-        ATTACKS.check(name, where=f"grid.attacks[{i}]")
+        parse_spec(name, config.raw.get("attack_params") or {}, where=f"grid.attacks[{i}]")
     for i, name in enumerate(config.models):
         MODELS.check(name, where=f"grid.models[{i}]")
     for i, name in enumerate(config.protocols):

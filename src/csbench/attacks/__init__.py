@@ -1,83 +1,390 @@
-"""Code attacks: pure functions over a prepared dataset, registered by name (SPEC "Code attacks")."""
+"""Code attacks (SPEC "Code attacks"; thesis section 3.3): registered by name, composable, run over
+all splits of a prepared dataset at once.
+
+An attack *spec* in ``grid.attacks`` is one registered attack or several joined with ``+``
+(``ordered_id+translation``); an attack that takes a variant parameter accepts it as a ``-<int>``
+suffix (``k_shift_snippet-64`` is ``k_shift_snippet`` with ``k = 64``). Kinds:
+
+* ``none``: the code unchanged (only on its own);
+* comment attacks, at most one per spec: ``no_comment`` (remove comments and docstrings) and
+  ``translation`` (translate them, keep them);
+* renaming attacks (``csbench.attacks.renaming``): rename the identifiers each snippet defines. On
+  their own, and composed with ``no_comment``, they rename the comment-free code, as in the thesis;
+  composed with ``translation`` they rename the original code and the comments are translated.
+  Several renamings in one spec apply left to right.
+
+``run_attack`` attacks every split of a dataset in one go, because two renamings look across
+snippets (``k_shift_dataset``, ``most_popular``). A dataset's snippets, in dataset order, are its
+distinct (language, code) pairs in the order train, valid, test, codebase: the same function in
+test and in the codebase is attacked once and identically. Every attacked record carries the
+renaming it applied in the ``renaming`` column (JSON ``{old: new}`` over the identifiers the snippet
+defines, in order of first occurrence; PHP names without ``$``; ``{}`` for attacks that rename
+nothing).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import logging
+import multiprocessing
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 from tqdm import tqdm
 
+from csbench.attacks import renaming as R
 from csbench.code.comments import remove_comments
+from csbench.code.identifiers import IMPLEMENTED, rename
 from csbench.code.parsing import LANGUAGES
-from csbench.registry import Registry
+from csbench.registry import Registry, UnknownNameError
 
-# An attack maps the records of one split (and its parameters, from `attack_params` in the
-# config) to attacked records of the same schema.
-AttackFn = Callable[..., pd.DataFrame]
+log = logging.getLogger("csbench")
+
+RENAMING_COLUMN = "renaming"
 
 
 @dataclass(frozen=True)
 class Attack:
     name: str
     description: str
-    languages: tuple[str, ...]  # languages the attack is implemented for
-    apply: AttackFn  # (frame, params: dict | None = None) -> frame
-    defaults: dict[str, Any] = field(default_factory=dict)  # parameters params.yaml may override
-
-
-def _none(frame: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
-    return frame.copy()
-
-
-def _no_comment(frame: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
-    out = frame.copy()
-    out["code"] = [
-        remove_comments(code, language)
-        for code, language in tqdm(
-            zip(frame["code"], frame["language"], strict=True),
-            total=len(frame),
-            desc="no_comment",
-            unit="fn",
-            mininterval=2,
-        )
-    ]
-    return out
+    languages: tuple[str, ...]  # languages the attack is implemented for ("*": all)
+    kind: str  # "none" | "comments" | "renaming"
+    defaults: dict[str, Any] = field(default_factory=dict)  # parameters `attack_params` may override
+    variant: str | None = None  # the parameter a `-<int>` suffix sets
+    strategy: R.Strategy | None = None  # renaming attacks
 
 
 ATTACKS: Registry[Attack] = Registry("attack")
-ATTACKS.register("none", Attack("none", "the original code, unchanged", ("*",), _none))
-ATTACKS.register(
-    "no_comment",
-    Attack("no_comment", "all comments and docstrings removed; nothing else changes", LANGUAGES, _no_comment),
-)
 
 
-def _translation(frame: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
-    from csbench.attacks.translation import Apertium, translate_frame
-
-    return translate_frame(frame, Apertium(pair=(params or {}).get("pair", "eng-spa")))
+def _register(attack: Attack) -> None:
+    ATTACKS.register(attack.name, attack)
 
 
-ATTACKS.register(
-    "translation",
+_register(Attack("none", "the original code, unchanged", ("*",), "none"))
+_register(Attack("no_comment", "all comments and docstrings removed; nothing else changes", LANGUAGES, "comments"))
+_register(
     Attack(
         "translation",
         "comments and docstrings translated into another language through apertium (default eng-spa); code unchanged",
         LANGUAGES,
-        _translation,
+        "comments",
         defaults={"pair": "eng-spa"},
-    ),
+    )
+)
+_register(
+    Attack(
+        "full_hash",
+        "each identifier -> role prefix (fun/arg/var) + SHA1 hex digest of its name",
+        IMPLEMENTED,
+        "renaming",
+        strategy=R.full_hash,
+    )
+)
+_register(
+    Attack(
+        "k_shift_dataset",
+        "identifiers of snippet i take, in order, those of snippet i-k (cyclically over the dataset)",
+        IMPLEMENTED,
+        "renaming",
+        defaults={"k": 3},
+        variant="k",
+        strategy=R.k_shift_dataset,
+    )
+)
+_register(
+    Attack(
+        "k_shift_snippet",
+        "cyclic rotation of the snippet's own identifier list by k",
+        IMPLEMENTED,
+        "renaming",
+        defaults={"k": 3},
+        variant="k",
+        strategy=R.k_shift_snippet,
+    )
+)
+_register(
+    Attack(
+        "random_permutation",
+        "k_shift_snippet with k drawn per snippet uniformly from min_k..max_k (default 1..20), seeded",
+        IMPLEMENTED,
+        "renaming",
+        defaults={"seed": 0, "min_k": 1, "max_k": 20},
+        strategy=R.random_permutation,
+    )
+)
+_register(
+    Attack(
+        "most_popular",
+        "the snippet's j-th most frequent identifier -> the dataset's j-th most frequent",
+        IMPLEMENTED,
+        "renaming",
+        strategy=R.most_popular,
+    )
+)
+_register(Attack("ordered_id", "the j-th identifier -> id<j>", IMPLEMENTED, "renaming", strategy=R.ordered_id))
+_register(
+    Attack(
+        "advtest_normalize",
+        "AdvTest's normalisation: function name -> Func, parameters and locals -> arg_i",
+        IMPLEMENTED,
+        "renaming",
+        strategy=R.advtest_normalize,
+    )
 )
 
+_COMPONENT = re.compile(r"^(?P<name>[a-z_]+)(?:-(?P<variant>[0-9]+))?$")
+SPEC_PATTERN = r"^[a-z_]+(-[0-9]+)?(\+[a-z_]+(-[0-9]+)?)*$"  # workflow/schemas/params.schema.yaml
 
-def check_languages(attack: Attack, languages: list[str]) -> None:
+
+@dataclass(frozen=True)
+class Component:
+    """One attack of a spec with its parameters (registered defaults < ``attack_params`` < variant)."""
+
+    attack: Attack
+    params: dict[str, Any]
+
+
+def parse_spec(
+    spec: str, attack_params: dict[str, dict[str, Any]] | None = None, where: str | None = None
+) -> list[Component]:
+    """The components of an attack spec, validated (module docstring). Raises ``ValueError`` /
+    ``UnknownNameError`` with the offending part named."""
+    at = f" (at {where})" if where else ""
+    parts = spec.split("+")
+    components = []
+    for part in parts:
+        match = _COMPONENT.match(part)
+        if not match:
+            raise ValueError(f"attack {spec!r}{at}: {part!r} is not `name` or `name-<integer>`")
+        attack = ATTACKS.get(match["name"], where=where)
+        params = {**attack.defaults, **(attack_params or {}).get(attack.name, {})}
+        if match["variant"] is not None:
+            if attack.variant is None:
+                raise ValueError(f"attack {spec!r}{at}: {attack.name!r} takes no `-<integer>` variant")
+            params[attack.variant] = int(match["variant"])
+        components.append(Component(attack, params))
+    names = [c.attack.name for c in components]
+    if len(set(names)) != len(names):
+        raise ValueError(f"attack {spec!r}{at}: an attack appears twice")
+    if "none" in names and len(names) > 1:
+        raise ValueError(f"attack {spec!r}{at}: `none` does not compose")
+    if sum(c.attack.kind == "comments" for c in components) > 1:
+        raise ValueError(f"attack {spec!r}{at}: at most one of no_comment and translation")
+    for c in components:
+        _check_params(spec, c, at)
+    return components
+
+
+def _check_params(spec: str, c: Component, at: str) -> None:
+    p = c.params
+    if "k" in c.attack.defaults and (not isinstance(p["k"], int) or p["k"] < 0):
+        raise ValueError(f"attack {spec!r}{at}: {c.attack.name}.k must be an integer >= 0, not {p['k']!r}")
+    if c.attack.name == "random_permutation" and not 0 <= p["min_k"] <= p["max_k"]:
+        raise ValueError(
+            f"attack {spec!r}{at}: random_permutation needs 0 <= min_k <= max_k, not {p['min_k']}..{p['max_k']}"
+        )
+
+
+def languages(components: Sequence[Component]) -> tuple[str, ...]:
+    """Languages every component of a spec is implemented for."""
+    langs = set(LANGUAGES)
+    for c in components:
+        if "*" not in c.attack.languages:
+            langs &= set(c.attack.languages)
+    return tuple(lang for lang in LANGUAGES if lang in langs)
+
+
+def check_languages(spec: str, components: Sequence[Component], found: Sequence[str]) -> None:
     """Fail early if the attack is not implemented for a language of the dataset."""
-    if "*" in attack.languages:
-        return
-    missing = sorted(set(languages) - set(attack.languages))
+    missing = sorted(set(found) - set(languages(components)))
     if missing:
         raise ValueError(
-            f"attack {attack.name!r} is implemented for {', '.join(attack.languages)}, not for {', '.join(missing)}"
+            f"attack {spec!r} is implemented for {', '.join(languages(components))}, not for {', '.join(missing)}"
         )
+
+
+# -------------------------------------------------------------------------------------------- running
+
+
+def _analyse_job(job: tuple[str, str, bool]) -> tuple[str, R.Identifiers | None, str]:
+    code, language, keep_comments = job
+    try:
+        text, ids = R.analyse(code, language, keep_comments)
+        return text, ids, ""
+    except Exception as err:  # one odd snippet must not stop a 250k-snippet attack
+        try:
+            text = code if keep_comments else remove_comments(code, language)
+        except Exception:
+            text = code
+        return text, None, f"{type(err).__name__}: {err}"
+
+
+def _strip_job(job: tuple[str, str]) -> str:
+    code, language = job
+    return remove_comments(code, language)
+
+
+def _pool_map(fn: Callable, jobs: list, workers: int, desc: str, progress: bool) -> Iterator:
+    """``map(fn, jobs)`` in input order over ``workers`` forked processes, with a progress bar."""
+    bar = tqdm(total=len(jobs), desc=desc, unit="fn", disable=not progress, mininterval=2)
+    if workers <= 1 or len(jobs) < 64:
+        for job in jobs:
+            yield fn(job)
+            bar.update()
+    else:
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        chunk = max(1, min(256, len(jobs) // (workers * 8)))
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+            for result in pool.map(fn, jobs, chunksize=chunk):
+                yield result
+                bar.update()
+    bar.close()
+
+
+@dataclass
+class AttackReport:
+    """What one attack run did, per language: snippets, how many it changed, analysis failures."""
+
+    spec: str
+    snippets: dict[str, int] = field(default_factory=dict)
+    changed: dict[str, int] = field(default_factory=dict)  # code differs from the input
+    renamed: dict[str, int] = field(default_factory=dict)  # at least one identifier got a new name
+    failed: dict[str, int] = field(default_factory=dict)
+    failures: list[dict[str, str]] = field(default_factory=list)  # the first few, for the log
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "attack": self.spec,
+            "per_language": {
+                lang: {
+                    "snippets": n,
+                    "changed": self.changed.get(lang, 0),
+                    "changed_share": round(self.changed.get(lang, 0) / n, 4) if n else None,
+                    "renamed": self.renamed.get(lang, 0),
+                    "renamed_share": round(self.renamed.get(lang, 0) / n, 4) if n else None,
+                    "analysis_failed": self.failed.get(lang, 0),
+                }
+                for lang, n in sorted(self.snippets.items())
+            },
+            "failures": self.failures,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def run_attack(
+    spec: str,
+    splits: dict[str, pd.DataFrame],
+    attack_params: dict[str, dict[str, Any]] | None = None,
+    workers: int = 1,
+    progress: bool = True,
+) -> tuple[dict[str, pd.DataFrame], AttackReport]:
+    """Attack every split of a dataset (``{split: records}``, in dataset order). Returns the attacked
+    splits (same records and columns, plus ``renaming``) and a report. Deterministic: the result does
+    not depend on ``workers``."""
+    started = time.perf_counter()
+    components = parse_spec(spec, attack_params)
+    found = sorted({lang for frame in splits.values() for lang in frame["language"].unique()})
+    check_languages(spec, components, found)
+    report = AttackReport(spec)
+    # the distinct snippets, in dataset order
+    keys: dict[tuple[str, str], int] = {}
+    for frame in splits.values():
+        for key in zip(frame["language"], frame["code"], strict=True):
+            keys.setdefault(key, len(keys))
+    unique = list(keys)
+    codes, renamings = _attack_unique(spec, components, unique, workers, progress, report)
+    texts = [json.dumps(m, ensure_ascii=False) for m in renamings]
+    out = {}
+    for split, frame in splits.items():
+        index = [keys[key] for key in zip(frame["language"], frame["code"], strict=True)]
+        attacked = frame.copy()
+        attacked["code"] = [codes[i] for i in index]
+        attacked[RENAMING_COLUMN] = [texts[i] for i in index]
+        out[split] = attacked
+    for (language, code), new, mapping in zip(unique, codes, renamings, strict=True):
+        report.snippets[language] = report.snippets.get(language, 0) + 1
+        report.changed[language] = report.changed.get(language, 0) + (new != code)
+        report.renamed[language] = report.renamed.get(language, 0) + any(o != n for o, n in mapping.items())
+    report.seconds = time.perf_counter() - started
+    return out, report
+
+
+def _attack_unique(
+    spec: str,
+    components: Sequence[Component],
+    unique: list[tuple[str, str]],
+    workers: int,
+    progress: bool,
+    report: AttackReport,
+) -> tuple[list[str], list[dict[str, str]]]:
+    """Attacked code and renaming of each distinct (language, code)."""
+    comment = next((c for c in components if c.attack.kind == "comments"), None)
+    renamings = [c for c in components if c.attack.kind == "renaming"]
+    translate = comment is not None and comment.attack.name == "translation"
+    codes = [code for _, code in unique]
+    composed: list[dict[str, str]] = [{} for _ in unique]
+    if not renamings and comment is not None and not translate:
+        codes = list(_pool_map(_strip_job, [(c, lang) for lang, c in unique], workers, spec, progress))
+    for step, component in enumerate(renamings):
+        jobs = [(code, lang, translate or step > 0) for code, (lang, _) in zip(codes, unique, strict=True)]
+        analysed = list(_pool_map(_analyse_job, jobs, workers, f"{spec}: analyse", progress))
+        items, where = [], []
+        for i, (text, ids, error) in enumerate(analysed):
+            codes[i] = text
+            if ids is None:
+                _failed(report, unique[i], error)
+                continue
+            items.append(R.Item(unique[i][0], unique[i][1], ids))
+            where.append(i)
+        proposals = component.attack.strategy(items, component.params)
+        for i, item, proposal in zip(where, items, proposals, strict=True):
+            mapping = R.settle(item.identifiers, item.language, proposal)
+            codes[i] = rename(codes[i], item.language, mapping, item.identifiers)
+            composed[i] = _compose(composed[i], mapping) if step else mapping
+    if translate:
+        from csbench.attacks.translation import Apertium, translate_frame
+
+        frame = pd.DataFrame({"language": [lang for lang, _ in unique], "code": codes})
+        codes = translate_frame(frame, Apertium(pair=comment.params["pair"]))["code"].tolist()
+    return codes, composed
+
+
+def _compose(first: dict[str, str], second: dict[str, str]) -> dict[str, str]:
+    """old -> final over two renamings (names the second finds that the first did not map are added)."""
+    out = {old: second.get(new, new) for old, new in first.items()}
+    mapped = set(first.values())
+    out.update({old: new for old, new in second.items() if old not in mapped})
+    return out
+
+
+def _failed(report: AttackReport, key: tuple[str, str], error: str) -> None:
+    language, code = key
+    report.failed[language] = report.failed.get(language, 0) + 1
+    if len(report.failures) < 5:
+        report.failures.append({"language": language, "error": error, "code": code[:200]})
+
+
+def attack_names(spec: str) -> list[str]:
+    """Registered attack names in a spec (no validation of the rest)."""
+    return [m["name"] for part in spec.split("+") if (m := _COMPONENT.match(part))]
+
+
+__all__ = [
+    "ATTACKS",
+    "RENAMING_COLUMN",
+    "SPEC_PATTERN",
+    "Attack",
+    "AttackReport",
+    "Component",
+    "UnknownNameError",
+    "check_languages",
+    "parse_spec",
+    "run_attack",
+]

@@ -80,6 +80,9 @@ def _docstring_edit(data: bytes, owner: Node, doc: Node) -> tuple[int, int, byte
     return doc.start_byte, end, b""  # a trailing comment after it is removed by its own edit
 
 
+Edit = tuple[int, int, bytes]  # (start, end, replacement) over the UTF-8 bytes of the code
+
+
 def remove_comments(code: str, language: str) -> str:
     """Return ``code`` without comments (and, for Python, docstrings); everything else is left as it was.
 
@@ -89,19 +92,29 @@ def remove_comments(code: str, language: str) -> str:
     valid. ``code`` may be a whole file or one function / method: a lone method is parsed inside the
     minimal wrapper its grammar needs (``LanguageSpec.snippet_wrappers``), which is not part of the result.
     """
+    data, edits = comment_edits(code, language)
+    return apply_edits(data, edits).decode("utf-8")
+
+
+def comment_edits(code: str, language: str, snippet: Snippet | None = None) -> tuple[bytes, list[Edit]]:
+    """``code`` as UTF-8 bytes and the sorted, non-overlapping edits ``remove_comments`` applies to them.
+
+    ``snippet`` is ``parse_snippet(code, language)`` when the caller already has it (the code attacks
+    parse once for comment removal and identifier analysis).
+    """
+    snippet = snippet if snippet is not None else parse_snippet(code, language)
     if language != "python":
-        return _remove_comments_other(code, language_spec(language))
-    data = code.encode("utf-8")
-    root = parse(data, language).root_node
-    edits: list[tuple[int, int, bytes]] = []
-    for node in walk(root):
+        return snippet.data, _comment_edits_other(snippet, language_spec(language))
+    data = snippet.data
+    edits: list[Edit] = []
+    for node in walk(snippet.tree.root_node):
         if node.type == "comment":
             edits.append(_comment_edit(data, node))
         elif node.type in _PY_DOC_OWNERS:
             doc = python_docstring_node(node)
             if doc is not None:
                 edits.append(_docstring_edit(data, node, doc))
-    return _apply(data, edits).decode("utf-8")
+    return data, _merge(edits)
 
 
 @dataclass(frozen=True)
@@ -154,8 +167,7 @@ _NO_SPACE_AFTER = b"(["
 _NO_SPACE_BEFORE = b")],;"
 
 
-def _remove_comments_other(code: str, spec: LanguageSpec) -> str:
-    snippet = parse_snippet(code, spec.name)
+def _comment_edits_other(snippet: Snippet, spec: LanguageSpec) -> list[Edit]:
     data, offset = snippet.data, snippet.offset
     spans: list[tuple[int, int]] = []
     for node in comment_nodes(snippet.tree.root_node, spec.comment_types):
@@ -168,8 +180,7 @@ def _remove_comments_other(code: str, spec: LanguageSpec) -> str:
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
-    edits = [_comment_span_edit(data, start, end, spec) for start, end in spans]
-    return _apply(data, edits).decode("utf-8")
+    return _merge([_comment_span_edit(data, start, end, spec) for start, end in spans])
 
 
 def _comment_span_edit(data: bytes, start: int, end: int, spec: LanguageSpec) -> tuple[int, int, bytes]:
@@ -206,19 +217,24 @@ def _comment_span_edit(data: bytes, start: int, end: int, spec: LanguageSpec) ->
     return left, right, b"" if after_bracket or before_bracket else b" "
 
 
-def _apply(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
-    """Apply non-overlapping (start, end, replacement) edits; nested or overlapping ones merge."""
-    merged: list[tuple[int, int, bytes]] = []
+def _merge(edits: list[Edit]) -> list[Edit]:
+    """Sort edits; nested or overlapping ones merge (a comment inside a removed docstring line range:
+    the outer edit wins)."""
+    merged: list[Edit] = []
     for start, end, repl in sorted(edits):
         if merged and start < merged[-1][1]:
             prev_start, prev_end, prev_repl = merged[-1]
-            # A comment inside a removed docstring line range: the outer edit wins.
             merged[-1] = (prev_start, max(prev_end, end), prev_repl)
             continue
         merged.append((start, end, repl))
+    return merged
+
+
+def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
+    """Apply sorted, non-overlapping (start, end, replacement) edits (as ``comment_edits`` returns them)."""
     out = bytearray()
     cursor = 0
-    for start, end, repl in merged:
+    for start, end, repl in edits:
         out += data[cursor:start]
         out += repl
         cursor = end

@@ -132,8 +132,8 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from csbench.code.comments import parse_snippet
-from csbench.code.parsing import LANGUAGES, parse, walk
+from csbench.code.comments import Snippet, parse_snippet
+from csbench.code.parsing import LANGUAGES, walk
 
 ROLES = ("fun", "arg", "var")
 IMPLEMENTED = ("python", "php", "go", "javascript", "java", "ruby", "r")
@@ -164,22 +164,26 @@ def _check_language(language: str) -> None:
         raise NotImplementedError(f"identifier analysis is not implemented for {language!r} yet")
 
 
-def snippet_identifiers(code: str, language: str) -> Identifiers:
-    """The identifiers ``code`` defines (see the module docstring for the rules per language)."""
+def snippet_identifiers(code: str, language: str, snippet: Snippet | None = None) -> Identifiers:
+    """The identifiers ``code`` defines (see the module docstring for the rules per language).
+
+    ``snippet`` is ``parse_snippet(code, language)`` when the caller already has it.
+    """
     _check_language(language)
+    snippet = snippet if snippet is not None else parse_snippet(code, language)
     if language == "php":
-        return _php_identifiers(code)
+        return _php_identifiers(snippet)
     if language == "go":
-        return _go_identifiers(code)
+        return _go_identifiers(snippet)
     if language == "javascript":
-        return _js_identifiers(code)
+        return _js_identifiers(snippet)
     if language == "java":
-        return _java_identifiers(code)
+        return _java_identifiers(snippet)
     if language == "ruby":
-        return _ruby_identifiers(code)
+        return _ruby_identifiers(snippet)
     if language == "r":
-        return _r_identifiers(code)
-    return _PythonAnalyzer(code).run()
+        return _r_identifiers(snippet)
+    return _PythonAnalyzer(snippet).run()
 
 
 _PHP_NAME = re.compile(r"^[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*$")
@@ -284,9 +288,9 @@ _COMPREHENSIONS = frozenset(
 
 
 class _PythonAnalyzer:
-    def __init__(self, code: str) -> None:
-        self.data = code.encode("utf-8")
-        self.root = parse(self.data, "python").root_node
+    def __init__(self, snippet: Snippet) -> None:
+        self.data = snippet.data
+        self.root = snippet.tree.root_node
         # (node, scope, role or None for a reference, excluded-binding flag)
         self.occ: list[tuple[Node, _Scope, str | None]] = []
         self.excluded: set[str] = set()
@@ -557,8 +561,7 @@ _PHP_FUNCTIONS = ("function_definition", "method_declaration")
 _PHP_CALLABLE_PARAMS = ("anonymous_function_creation_expression", "arrow_function", *_PHP_FUNCTIONS)
 
 
-def _php_identifiers(code: str) -> Identifiers:
-    snippet = parse_snippet(code, "php")
+def _php_identifiers(snippet: Snippet) -> Identifiers:
     start, end = snippet.offset, snippet.end
 
     def inside(node: Node) -> bool:
@@ -777,8 +780,7 @@ def _assemble(
     )
 
 
-def _go_identifiers(code: str) -> Identifiers:
-    snippet = parse_snippet(code, "go")
+def _go_identifiers(snippet: Snippet) -> Identifiers:
     start, end = snippet.offset, snippet.end
     nodes = [node for node in walk(snippet.tree.root_node) if node.start_byte >= start and node.end_byte <= end]
     function = next((node for node in nodes if node.type in _GO_FUNCTIONS[:2]), None)
@@ -960,8 +962,7 @@ _JS_FUNCTIONS = frozenset(
 _JS_BLOCKS = frozenset({"statement_block", "for_statement", "for_in_statement", "switch_body", "program"})
 
 
-def _js_identifiers(code: str) -> Identifiers:
-    snippet = parse_snippet(code, "javascript")
+def _js_identifiers(snippet: Snippet) -> Identifiers:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
     nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
@@ -1172,8 +1173,7 @@ _JAVA_NOT_VARIABLE_PARENTS = frozenset(
 )
 
 
-def _java_identifiers(code: str) -> Identifiers:
-    snippet = parse_snippet(code, "java")
+def _java_identifiers(snippet: Snippet) -> Identifiers:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
     nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
@@ -1321,8 +1321,7 @@ _RUBY_SCOPES = frozenset({"method", "singleton_method", "block", "do_block", "la
 _RUBY_PARAM_LISTS = frozenset({"method_parameters", "block_parameters", "lambda_parameters"})
 
 
-def _ruby_identifiers(code: str) -> Identifiers:
-    snippet = parse_snippet(code, "ruby")
+def _ruby_identifiers(snippet: Snippet) -> Identifiers:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
     nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
@@ -1448,8 +1447,7 @@ _R_FUNCTIONS = frozenset({"function_definition", "lambda_function"})
 _R_ASSIGNMENTS = frozenset({"left_assignment", "equals_assignment", "right_assignment"})
 
 
-def _r_identifiers(code: str) -> Identifiers:
-    snippet = parse_snippet(code, "r")
+def _r_identifiers(snippet: Snippet) -> Identifiers:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
     nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]

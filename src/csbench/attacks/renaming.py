@@ -1,0 +1,257 @@
+"""Identifier-renaming attacks (SPEC "Code attacks"; thesis section 3.3): the renaming strategies.
+
+A strategy maps every snippet of a dataset to an old -> new renaming of the identifiers the snippet
+defines (``csbench.code.identifiers``), as a pure function of the dataset's snippets in dataset order
+and the attack's parameters. ``csbench.attacks`` runs the analysis (in parallel) and applies the
+renamings. Every strategy returns, per snippet, a mapping that ``identifiers.rename`` accepts:
+
+* new names are valid identifiers of the snippet's language;
+* the renaming is one-to-one on the snippet's defined names;
+* no new name is a name the snippet uses without defining it (``Identifiers.reserved``).
+
+Where a proposed name breaks one of these rules (``ordered_id``'s ``id3`` is a global the snippet
+reads, ``k_shift_dataset`` borrows ``os`` from another snippet while this one imports ``os``, a donor
+name equals a name this snippet keeps) the proposal is made unique with the smallest suffix ``_1``,
+``_2``, ... that satisfies all three rules (``settle``). A one-character name that is invalid in the
+language (``Func`` for a Ruby method) is lower-cased first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from csbench.code.comments import Edit, apply_edits, comment_edits, parse_snippet
+from csbench.code.identifiers import Identifiers, is_valid_name, snippet_identifiers
+
+Mapping = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One distinct snippet of a dataset, in dataset order: its language, the code the attack was given,
+    and the identifiers of the code the renaming applies to."""
+
+    language: str
+    source: str
+    identifiers: Identifiers
+
+
+# ------------------------------------------------------------------------------------------ analysis
+
+
+def analyse(code: str, language: str, keep_comments: bool = False) -> tuple[str, Identifiers]:
+    """The code a renaming applies to and its identifiers, from one parse.
+
+    ``keep_comments=False`` (every renaming attack on its own): the ``no_comment`` version of ``code``
+    and its identifiers; equal to ``snippet_identifiers(remove_comments(code, language), language)``,
+    but computed from the one parse of ``code`` by moving the identifier spans through the comment
+    edits (tests/test_attacks.py checks the equality on real code in all seven languages).
+    ``keep_comments=True`` (composed with ``translation``): ``code`` itself and its identifiers.
+    """
+    snippet = parse_snippet(code, language)
+    ids = snippet_identifiers(code, language, snippet)
+    if keep_comments:
+        return code, ids
+    data, edits = comment_edits(code, language, snippet)
+    return apply_edits(data, edits).decode("utf-8"), shift_identifiers(ids, edits)
+
+
+def shift_identifiers(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
+    """``ids`` with every span moved through ``edits`` (sorted, non-overlapping, as ``comment_edits``
+    gives them). An occurrence inside an edited range is gone with it; so is a name left without any."""
+    if not edits:
+        return ids
+    ends = [end for _, end, _ in edits]
+    deltas = []  # cumulative length change of the edits up to and including i
+    total = 0
+    for start, end, repl in edits:
+        total += len(repl) - (end - start)
+        deltas.append(total)
+    occurrences: dict[str, tuple[tuple[int, int], ...]] = {}
+    for name in ids.names:
+        moved = []
+        for start, end in ids.occurrences[name]:
+            i = _count_at_most(ends, start)  # edits that end at or before the span
+            if i < len(edits) and edits[i][0] < end:  # overlaps the next edit: removed with it
+                continue
+            shift = deltas[i - 1] if i else 0
+            moved.append((start + shift, end + shift))
+        if moved:
+            occurrences[name] = tuple(moved)
+    names = tuple(sorted(occurrences, key=lambda name: occurrences[name][0]))
+    return Identifiers(
+        names=names,
+        roles={name: ids.roles[name] for name in names},
+        occurrences=occurrences,
+        reserved=ids.reserved,
+    )
+
+
+def _count_at_most(values: list[int], x: int) -> int:
+    lo, hi = 0, len(values)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# ------------------------------------------------------------------------------------------ settling
+
+
+def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
+    """The renaming ``old -> new`` for every defined name, from ``proposals`` (names not proposed keep
+    theirs), with each proposal made valid, unique and capture-free (module docstring). Names that keep
+    theirs are fixed first; proposals are settled in identifier order."""
+    taken = set(ids.reserved)
+    final: Mapping = {}
+    for name in ids.names:
+        if name not in proposals or proposals[name] == name:
+            taken.add(name)
+    for name in ids.names:
+        if name in proposals and proposals[name] != name:
+            new = _fresh(proposals[name], language, taken)
+            taken.add(new)
+            final[name] = new
+    return {name: final.get(name, name) for name in ids.names}
+
+
+def _fresh(candidate: str, language: str, taken: set[str]) -> str:
+    if not is_valid_name(candidate, language) and is_valid_name(candidate[:1].lower() + candidate[1:], language):
+        candidate = candidate[:1].lower() + candidate[1:]
+    if is_valid_name(candidate, language) and candidate not in taken:
+        return candidate
+    i = 1
+    while not is_valid_name(f"{candidate}_{i}", language) or f"{candidate}_{i}" in taken:
+        i += 1
+        if i > 10_000:  # pragma: no cover - a name no suffix makes valid (not produced by any strategy)
+            raise ValueError(f"no valid {language} identifier derived from {candidate!r}")
+    return f"{candidate}_{i}"
+
+
+# ---------------------------------------------------------------------------------------- strategies
+# Each: (items in dataset order, params) -> one proposal mapping per item (settled by the caller).
+
+Strategy = Callable[[Sequence[Item], dict[str, Any]], list[Mapping]]
+
+
+def full_hash(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
+    """Each identifier -> its role prefix (``fun`` / ``arg`` / ``var``) + the SHA1 hex digest of its name."""
+    return [
+        {
+            name: it.identifiers.roles[name] + hashlib.sha1(name.encode("utf-8")).hexdigest()
+            for name in it.identifiers.names
+        }
+        for it in items
+    ]
+
+
+def rotate(names: Sequence[str], k: int) -> Mapping:
+    """Cyclic rotation by ``k``: the i-th name becomes name ``(i - k) mod n`` (the thesis's 3-shift maps
+    ``[f, s, timezone, tz]`` to ``{f: s, s: timezone, timezone: tz, tz: f}``)."""
+    n = len(names)
+    return {name: names[(i - k) % n] for i, name in enumerate(names)} if n else {}
+
+
+def k_shift_snippet(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
+    """Cyclic rotation of each snippet's own identifier list by ``k``."""
+    k = int(params["k"])
+    return [rotate(it.identifiers.names, k) for it in items]
+
+
+def random_shift(seed: int, language: str, code: str, low: int = 1, high: int = 20) -> int:
+    """The shift ``random_permutation`` draws for one snippet: uniform in ``low..high``, determined by
+    (seed, language, code), so a snippet gets the same shift in every split and on every machine."""
+    digest = hashlib.sha256(f"{seed}\0{language}\0{code}".encode()).digest()
+    return low + int.from_bytes(digest[:8], "big") % (high - low + 1)
+
+
+def random_permutation(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
+    """Like ``k_shift_snippet`` with ``k`` drawn per snippet uniformly from ``min_k..max_k`` (seeded)."""
+    seed, low, high = int(params["seed"]), int(params["min_k"]), int(params["max_k"])
+    return [rotate(it.identifiers.names, random_shift(seed, it.language, it.source, low, high)) for it in items]
+
+
+def ordered_id(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
+    """The j-th identifier (1-based, order of first occurrence) -> ``id<j>``."""
+    return [{name: f"id{j}" for j, name in enumerate(it.identifiers.names, 1)} for it in items]
+
+
+def advtest_normalize(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
+    """CodeXGLUE AdvTest's normalisation: the function name -> ``Func``, every parameter and local, in
+    order of first occurrence -> ``arg_0``, ``arg_1``, ... (nested functions' names are locals)."""
+    out = []
+    for it in items:
+        mapping: Mapping = {}
+        i = 0
+        for name in it.identifiers.names:
+            if it.identifiers.roles[name] == "fun" and "Func" not in mapping.values():
+                mapping[name] = "Func"
+            else:
+                mapping[name] = f"arg_{i}"
+                i += 1
+        out.append(mapping)
+    return out
+
+
+def _by_language(items: Sequence[Item]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault(it.language, []).append(i)
+    return groups
+
+
+def k_shift_dataset(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
+    """The identifiers of snippet i take, in order, those of snippet i - k (cyclically over the snippets
+    of the same language, in dataset order); surplus donor names are unused, missing ones keep theirs."""
+    k = int(params["k"])
+    out: list[Mapping] = [{} for _ in items]
+    for indices in _by_language(items).values():
+        n = len(indices)
+        for pos, i in enumerate(indices):
+            donor = items[indices[(pos - k) % n]].identifiers.names
+            out[i] = dict(zip(items[i].identifiers.names, donor, strict=False))
+    return out
+
+
+def frequency_ranking(items: Sequence[Item]) -> dict[str, list[str]]:
+    """Per language: the identifiers of all snippets by number of occurrences over the dataset, most
+    frequent first (ties: first seen in dataset order)."""
+    rankings = {}
+    for language, indices in _by_language(items).items():
+        counts: Counter[str] = Counter()
+        for i in indices:
+            ids = items[i].identifiers
+            for name in ids.names:
+                counts[name] += len(ids.occurrences[name])
+        rankings[language] = [name for name, _ in counts.most_common()]  # stable: insertion order on ties
+    return rankings
+
+
+def snippet_ranking(ids: Identifiers) -> list[str]:
+    """The snippet's identifiers by number of occurrences, most frequent first (ties: first occurrence)."""
+    order = {name: j for j, name in enumerate(ids.names)}
+    return sorted(ids.names, key=lambda name: (-len(ids.occurrences[name]), order[name]))
+
+
+def most_popular_mapping(ids: Identifiers, language: str, ranking: Sequence[str]) -> Mapping:
+    """The snippet's j-th most frequent identifier -> the j-th name of ``ranking`` that the snippet may
+    take (valid in the language and not a name it uses without defining it); identifiers beyond the
+    ranking keep their name."""
+    usable = (name for name in ranking if name not in ids.reserved and is_valid_name(name, language))
+    return dict(zip(snippet_ranking(ids), usable, strict=False))
+
+
+def most_popular(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
+    """Rank identifiers by frequency over the dataset and inside each snippet; the snippet's j-th most
+    frequent becomes the dataset's j-th most frequent. ``params["ranking"]`` (a list of names) replaces
+    the dataset's own ranking, e.g. to reproduce the thesis's worked example."""
+    fixed = params.get("ranking")
+    rankings = frequency_ranking(items) if not fixed else {}
+    return [most_popular_mapping(it.identifiers, it.language, fixed or rankings[it.language]) for it in items]
