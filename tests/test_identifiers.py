@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import ast
 import symtable
-import sysconfig
 import textwrap
-from pathlib import Path
 
 import pytest
+from corpora import AstRenamer, local_functions
 
 from csbench.code.comments import parse_snippet
-from csbench.code.extract import extract_functions
 from csbench.code.identifiers import Identifiers, rename, snippet_identifiers
 from csbench.code.parsing import leaves
 
@@ -657,56 +655,6 @@ def test_r_free_before_assignment_backticks_and_capture():
 # ------------------------------------------------------------------------------------------- property
 
 
-class _Renamer(ast.NodeTransformer):
-    def __init__(self, mapping: dict[str, str]) -> None:
-        self.mapping = mapping
-
-    def _get(self, name: str | None) -> str | None:
-        return self.mapping.get(name, name) if name is not None else None
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        node.id = self._get(node.id)
-        return node
-
-    def visit_arg(self, node: ast.arg) -> ast.AST:
-        node.arg = self._get(node.arg)
-        self.generic_visit(node)
-        return node
-
-    def _def(self, node):
-        node.name = self._get(node.name)
-        self.generic_visit(node)
-        return node
-
-    visit_FunctionDef = visit_AsyncFunctionDef = _def
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
-        node.name = self._get(node.name)
-        self.generic_visit(node)
-        return node
-
-    def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.AST:
-        node.names = [self._get(name) for name in node.names]
-        return node
-
-
-def _stdlib_functions() -> list[str]:
-    root = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(
-        path
-        for path in root.rglob("*.py")
-        if "site-packages" not in path.parts and "test" not in path.parts and "tests" not in path.parts
-    )
-    codes = []
-    for path in files[::5]:
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        codes.extend(function.code for function in extract_functions(source, "python"))
-    return codes
-
-
 def _renamed_symbols_are_never_global(tree: symtable.SymbolTable, new_names: set[str], fun: str) -> list[str]:
     problems = []
     stack = [tree]
@@ -720,9 +668,8 @@ def _renamed_symbols_are_never_global(tree: symtable.SymbolTable, new_names: set
     return problems
 
 
-@pytest.mark.skipif(not Path(sysconfig.get_paths()["stdlib"]).is_dir(), reason="no Python standard library")
 def test_property_stdlib_renaming_is_equal_up_to_consistent_renaming():
-    codes = _stdlib_functions()
+    codes = local_functions("python")
     assert len(codes) > 300
     failures = []
     for code in codes:
@@ -743,7 +690,7 @@ def test_property_stdlib_renaming_is_equal_up_to_consistent_renaming():
         except SyntaxError as error:
             failures.append((code, f"syntax: {error}"))
             continue
-        expected = ast.dump(_Renamer(mapping).visit(ast.parse(code)))
+        expected = ast.dump(AstRenamer(mapping).visit(ast.parse(code)))
         if ast.dump(tree) != expected:  # (b) equal up to renaming, (c) unmapped names unchanged
             failures.append((code, "ast differs"))
             continue
@@ -766,105 +713,41 @@ def test_analysis_is_deterministic():
     assert snippet_identifiers(THESIS_SNIPPET, "python") == snippet_identifiers(THESIS_SNIPPET, "python")
 
 
-def _sample_files(root: Path, patterns: tuple[str, ...], step: int, limit: int) -> list[Path]:
-    files = sorted(path for pattern in patterns for path in root.rglob(pattern) if path.is_file())
-    return files[::step][:limit]
-
-
-def _tree_sitter_property(language: str, files: list[Path], minimum: int) -> None:
+def _tree_sitter_property(language: str, minimum: int) -> None:
     clean = passed = 0
     failures = []
-    for path in files:
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
+    for code in local_functions(language):
+        before = parse_snippet(code, language)
+        if before.tree.root_node.has_error:
             continue
-        for function in extract_functions(source, language):
-            code = function.code
-            before = parse_snippet(code, language)
-            if before.tree.root_node.has_error:
-                continue
-            clean += 1
-            found = snippet_identifiers(code, language)
-            fresh = (f"v_{j}" for j in range(10**6))
-            mapping = {}
-            for name in found.names:
+        clean += 1
+        found = snippet_identifiers(code, language)
+        fresh = (f"v_{j}" for j in range(10**6))
+        mapping = {}
+        for name in found.names:
+            new = next(fresh)
+            while new in code:
                 new = next(fresh)
-                while new in code:
-                    new = next(fresh)
-                mapping[name] = new
-            renamed = rename(code, language, mapping, found)
-            after = parse_snippet(renamed, language)
-            same_shape = [leaf.type for leaf in leaves(before.tree.root_node)] == [
-                leaf.type for leaf in leaves(after.tree.root_node)
-            ]
-            again = snippet_identifiers(renamed, language)
-            consistent = again.names == tuple(mapping[name] for name in found.names)
-            if not after.tree.root_node.has_error and same_shape and consistent:
-                passed += 1
-            else:
-                failures.append((path, function.func_name, after.tree.root_node.has_error, same_shape, consistent))
+            mapping[name] = new
+        renamed = rename(code, language, mapping, found)
+        after = parse_snippet(renamed, language)
+        same_shape = [leaf.type for leaf in leaves(before.tree.root_node)] == [
+            leaf.type for leaf in leaves(after.tree.root_node)
+        ]
+        again = snippet_identifiers(renamed, language)
+        consistent = again.names == tuple(mapping[name] for name in found.names)
+        if not after.tree.root_node.has_error and same_shape and consistent:
+            passed += 1
+        else:
+            failures.append((code[:80], after.tree.root_node.has_error, same_shape, consistent))
     assert clean >= minimum, f"only {clean} clean {language} snippets"
     share = passed / clean
     print(f"{language} property test: {passed}/{clean} clean snippets pass ({share:.2%})")
     assert share >= 0.995, failures[:5]
 
 
-PHP_ROOT = Path("/usr/share/php")
-
-
-@pytest.mark.skipif(not PHP_ROOT.is_dir(), reason="no PHP sources in /usr/share/php")
-def test_property_php_renaming_reparses():
-    _tree_sitter_property("php", _sample_files(PHP_ROOT, ("*.php",), 3, 200), 200)
-
-
-GO_ROOT = Path("/usr/share/go-1.19/src")
-
-
-@pytest.mark.skipif(not GO_ROOT.is_dir(), reason="no Go sources in /usr/share/go-1.19/src")
-def test_property_go_renaming_reparses():
-    files = [path for path in _sample_files(GO_ROOT, ("*.go",), 40, 400) if "testdata" not in path.parts]
-    _tree_sitter_property("go", files, 300)
-
-
-JS_ROOT = Path("/usr/share/nodejs/lodash")
-
-
-@pytest.mark.skipif(not JS_ROOT.is_dir(), reason="no JavaScript sources in /usr/share/nodejs/lodash")
-def test_property_javascript_renaming_reparses():
-    _tree_sitter_property("javascript", _sample_files(JS_ROOT, ("*.js",), 3, 400), 200)
-
-
-JAVA_ZIP = Path("/usr/lib/jvm/openjdk-17/lib/src.zip")
-
-
-@pytest.mark.skipif(not JAVA_ZIP.is_file(), reason="no Java sources in /usr/lib/jvm/openjdk-17/lib/src.zip")
-def test_property_java_renaming_reparses(tmp_path):
-    import zipfile
-
-    with zipfile.ZipFile(JAVA_ZIP) as archive:
-        members = sorted(
-            name for name in archive.namelist() if name.startswith("java.base/") and name.endswith(".java")
-        )
-        files = []
-        for index, member in enumerate(members[::40][:60]):
-            path = tmp_path / f"{index}.java"
-            path.write_bytes(archive.read(member))
-            files.append(path)
-    _tree_sitter_property("java", files, 300)
-
-
-RUBY_ROOT = Path("/usr/lib/ruby/3.1.0")
-
-
-@pytest.mark.skipif(not RUBY_ROOT.is_dir(), reason="no Ruby sources in /usr/lib/ruby/3.1.0")
-def test_property_ruby_renaming_reparses():
-    _tree_sitter_property("ruby", _sample_files(RUBY_ROOT, ("*.rb",), 4, 200), 200)
-
-
-R_ROOT = Path("/work/main/.sources/r-cran-src")
-
-
-@pytest.mark.skipif(not R_ROOT.is_dir(), reason="no R sources in .sources/r-cran-src")
-def test_property_r_renaming_reparses():
-    _tree_sitter_property("r", _sample_files(R_ROOT, ("*.R", "*.r"), 1, 400), 100)
+@pytest.mark.parametrize(
+    ("language", "minimum"), [("php", 200), ("go", 300), ("javascript", 200), ("java", 300), ("ruby", 200), ("r", 100)]
+)
+def test_property_renaming_reparses(language: str, minimum: int):
+    _tree_sitter_property(language, minimum)

@@ -12,13 +12,15 @@ renamings. Every strategy returns, per snippet, a mapping that ``identifiers.ren
 Where a proposed name breaks one of these rules (``ordered_id``'s ``id3`` is a global the snippet
 reads, ``k_shift_dataset`` borrows ``os`` from another snippet while this one imports ``os``, a donor
 name equals a name this snippet keeps) the proposal is made unique with the smallest suffix ``_1``,
-``_2``, ... that satisfies all three rules (``settle``). A one-character name that is invalid in the
-language (``Func`` for a Ruby method) is lower-cased first.
+``_2``, ... that satisfies all three rules (``settle``). A proposal that is not a valid identifier of the
+language is first made one (``_valid_base``: ``Func`` for a Ruby method becomes ``func``, a Ruby
+method name ``add!`` given to a variable becomes ``add``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -123,8 +125,8 @@ def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
 
 
 def _fresh(candidate: str, language: str, taken: set[str]) -> str:
-    if not is_valid_name(candidate, language) and is_valid_name(candidate[:1].lower() + candidate[1:], language):
-        candidate = candidate[:1].lower() + candidate[1:]
+    if not is_valid_name(candidate, language):
+        candidate = _valid_base(candidate, language)
     if is_valid_name(candidate, language) and candidate not in taken:
         return candidate
     i = 1
@@ -133,6 +135,17 @@ def _fresh(candidate: str, language: str, taken: set[str]) -> str:
         if i > 10_000:  # pragma: no cover - a name no suffix makes valid (not produced by any strategy)
             raise ValueError(f"no valid {language} identifier derived from {candidate!r}")
     return f"{candidate}_{i}"
+
+
+def _valid_base(name: str, language: str) -> str:
+    """A valid identifier of ``language`` close to ``name``: a Ruby method name ``add!`` or ``empty?``
+    given to a variable loses its ``!`` / ``?``, ``Func`` for a Ruby method becomes ``func``, a name
+    that still does not fit gets a ``v_`` prefix."""
+    base = re.sub(r"\W", "", name) or "v"
+    for option in (base, base[:1].lower() + base[1:], f"v_{base}"):
+        if is_valid_name(option, language):
+            return option
+    return "v"
 
 
 # ---------------------------------------------------------------------------------------- strategies
