@@ -7,6 +7,7 @@ JSON schema's enums and the package registries must not drift apart.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from csbench.attacks import ATTACKS
+from csbench.attacks import ATTACKS, SPEC_PATTERN
 from csbench.cli import main
 from csbench.config import (
     SCHEMA_PATH,
@@ -104,12 +105,23 @@ def _schema() -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("section", "key", "registry"),
-    [("grid", "attacks", ATTACKS), ("grid", "models", MODELS), ("evaluation", "protocols", PROTOCOLS)],
+    [("grid", "models", MODELS), ("evaluation", "protocols", PROTOCOLS)],
 )
 def test_schema_enums_equal_registry_names(section: str, key: str, registry) -> None:
     enum = _schema()["properties"][section]["properties"][key]["items"]["enum"]
     assert sorted(enum) == sorted(registry.names())
     assert len(enum) == len(set(enum))
+
+
+def test_schema_attack_specs_follow_the_package() -> None:
+    attacks = _schema()["properties"]["grid"]["properties"]["attacks"]
+    assert attacks["items"]["pattern"] == SPEC_PATTERN
+    listed = re.findall(r"[a-z_]+", attacks["description"].split("(", 1)[1].split(")", 1)[0])
+    assert sorted(listed) == sorted(ATTACKS.names())
+    params = _schema()["properties"]["attack_params"]["properties"]
+    assert set(params) == set(ATTACKS.names())
+    for name in ATTACKS.names():
+        assert set(params[name].get("properties", {})) == set(ATTACKS.get(name).defaults)
 
 
 def test_schema_bm25_keys_equal_model_defaults() -> None:

@@ -43,8 +43,9 @@ SAME_FILES = (
     "results/summary.csv",
     "results/summary.md",
 )
-FULL_GRID = {"download": 1, "prepare": 1, "audit": 1, "attack": 2, "evaluate": 2, "aggregate": 1}
-AFTER_EXTRACTION_CHANGE = {"prepare": 1, "audit": 1, "attack": 2, "evaluate": 2, "aggregate": 1}
+TINY_ATTACKS = ("none", "no_comment", "ordered_id+translation")
+FULL_GRID = {"download": 1, "prepare": 1, "audit": 1, "attack": 3, "evaluate": 3, "aggregate": 1}
+AFTER_EXTRACTION_CHANGE = {"prepare": 1, "audit": 1, "attack": 3, "evaluate": 3, "aggregate": 1}
 
 
 def _env() -> dict[str, str]:
@@ -156,8 +157,8 @@ def test_dvc_runs_every_stage_of_the_tiny_study_once(dvc_first: dict) -> None:
 
 def test_tiny_study_reports_real_mrrs_for_both_attacks(snakemake_first: dict) -> None:
     rows = {(r["attack"], r["protocol"]): r for r in summary_rows(snakemake_first["project"])}
-    assert set(rows) == {(a, p) for a in ("none", "no_comment") for p in ("full-corpus", "csn-1000")}
-    for attack in ("none", "no_comment"):
+    assert set(rows) == {(a, p) for a in TINY_ATTACKS for p in ("full-corpus", "csn-1000")}
+    for attack in TINY_ATTACKS:
         full = rows[(attack, "full-corpus")]
         assert int(full["n_queries"]) > 20
         assert 0.0 < float(full["mrr"]) <= 1.0
@@ -185,7 +186,7 @@ def test_snakemake_reruns_only_what_a_change_invalidates(snakemake_first: dict) 
     _set_overlay(project, {"models": {"bm25": {"k1": 1.5}}})
     k1 = snakemake(project)
     assert k1.returncode == 0, k1.stderr[-2000:]
-    assert snakemake_jobs(k1.stdout + k1.stderr) == {"evaluate": 2, "aggregate": 1}
+    assert snakemake_jobs(k1.stdout + k1.stderr) == {"evaluate": 3, "aggregate": 1}
 
     _set_overlay(project, {"extraction": {"min_code_lines": 4}})
     extraction = snakemake(project)
@@ -205,7 +206,7 @@ def test_dvc_reruns_only_what_a_change_invalidates(dvc_first: dict) -> None:
     _set_params(project, {"models": {"bm25": {"k1": 1.5}}})
     k1 = _run([dvc, "repro"], project)
     assert k1.returncode == 0, k1.stderr[-2000:]
-    assert dvc_jobs(k1.stdout + k1.stderr) == {"evaluate": 2, "aggregate": 1}
+    assert dvc_jobs(k1.stdout + k1.stderr) == {"evaluate": 3, "aggregate": 1}
 
     again = _run([dvc, "repro"], project)
     assert dvc_jobs(again.stdout + again.stderr) == {}

@@ -141,13 +141,17 @@ def test_summary_csv_one_row_per_run_and_protocol(tmp_path, two_runs) -> None:
     assert len(csv) == 4
     assert len(table) == 4
     keys = ["dataset", "attack", "model", "loss", "seed", "inference", "protocol"]
-    assert list(csv.columns) == [*keys, "n_queries", "mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank"]
+    metrics = ["n_queries", "mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank"]
+    assert list(csv.columns) == [*keys, *metrics, "mrr_vs_no_comment_%"]
     assert not csv.duplicated(subset=keys).any()
     row = csv[(csv["attack"] == "no_comment") & (csv["protocol"] == "full-corpus")].iloc[0]
     assert row["n_queries"] == 4
     assert row["mrr"] == pytest.approx((1 / 3 + 1 / 3 + 1 / 6 + 1 / 10) / 4)
     assert row["r@5"] == pytest.approx(0.5)
     assert row["median_rank"] == pytest.approx(4.5)
+    assert row["mrr_vs_no_comment_%"] == pytest.approx(0.0)
+    none = csv[(csv["attack"] == "none") & (csv["protocol"] == "full-corpus")].iloc[0]
+    assert none["mrr_vs_no_comment_%"] == pytest.approx((0.625 / row["mrr"] - 1) * 100)  # +167.9 %
     empty = csv[csv["protocol"] == "csn-1000"]
     assert (empty["n_queries"] == 0).all()
     assert empty["mrr"].isna().all()
@@ -165,11 +169,11 @@ def test_summary_md_shows_na_and_lists_the_note(tmp_path, two_runs) -> None:
     for line in csn:
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[7] == "0"  # n_queries
-        assert cells[8:] == ["n/a"] * 6
+        assert cells[8:] == ["n/a"] * 7  # six metrics and the change against no_comment
     full = next(
         line for line in table_rows if line.startswith("| python-stdlib | none |") and "| full-corpus |" in line
     )
-    assert "| 4 | 0.6250 | 0.5000 | 0.7500 | 0.7500 | 376.0 | 1.5 |" in full
+    assert "| 4 | 0.6250 | 0.5000 | 0.7500 | 0.7500 | 376.0 | 1.5 | +167.9 |" in full
     assert "Notes:" in text
     assert f"- python-stdlib/none csn-1000: {SMALL_POOL_NOTE}" in text
     assert f"- python-stdlib/no_comment csn-1000: {SMALL_POOL_NOTE}" in text
@@ -180,7 +184,9 @@ def test_summary_md_has_no_notes_section_without_notes(tmp_path) -> None:
     aggregate([run], tmp_path / "results", "unit")
     text = (tmp_path / "results" / "summary.md").read_text()
     assert "Notes:" not in text
-    assert "n/a |" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| python-stdlib |"))
+    assert "n/a" not in row.rsplit("|", 2)[0]  # every metric is there; only the change has no baseline
+    assert row.endswith("| n/a |")
 
 
 def test_aggregate_rebuilds_the_database(tmp_path, two_runs) -> None:
@@ -230,6 +236,7 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
     monkeypatch.chdir(tmp_path)
     raw = yaml.safe_load(PARAMS.read_text(encoding="utf-8"))
     raw["grid"]["datasets"] = ["python-stdlib"]  # two runs: python-stdlib x {none, no_comment} x bm25
+    raw["grid"]["attacks"] = ["none", "no_comment"]
     config = tmp_path / "params.yaml"
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]

@@ -124,6 +124,7 @@ _register(
         "the snippet's j-th most frequent identifier -> the dataset's j-th most frequent",
         IMPLEMENTED,
         "renaming",
+        defaults={"ranking": None},  # None: the dataset's own ranking
         strategy=R.most_popular,
     )
 )

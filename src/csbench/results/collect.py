@@ -14,6 +14,8 @@ import pandas as pd
 from csbench.io import atomic_path, write_text
 
 SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank")
+BASELINE_ATTACK = "no_comment"  # every other attack is compared with it (thesis section 3.3.1)
+CHANGE_COLUMN = "mrr_vs_no_comment_%"
 RUN_COLUMNS = ("study", "dataset", "language", "attack", "model", "loss", "seed", "inference")
 
 
@@ -83,7 +85,19 @@ def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
     if "n_queries" in wide.columns:
         wide["n_queries"] = wide["n_queries"].astype("Int64")
     columns = keys + [m for m in ("n_queries", *SUMMARY_METRICS) if m in wide.columns]
-    return wide[columns].sort_values(keys, kind="stable").reset_index(drop=True)
+    table = wide[columns].sort_values(keys, kind="stable").reset_index(drop=True)
+    if "mrr" in table.columns:
+        table[CHANGE_COLUMN] = change_vs_baseline(table)
+    return table
+
+
+def change_vs_baseline(table: pd.DataFrame, baseline: str = BASELINE_ATTACK, metric: str = "mrr") -> pd.Series:
+    """Relative change of ``metric`` in percent against the ``baseline`` attack's run with the same
+    dataset, model, loss, seed, inference and protocol (thesis Tables 5.x); NaN without that run."""
+    keys = ["dataset", "model", "loss", "seed", "inference", "protocol"]
+    base = table[table["attack"] == baseline].set_index(keys)[metric]
+    reference = pd.Series([base.get(tuple(row), float("nan")) for row in table[keys].itertuples(index=False)])
+    return (table[metric].astype(float) / reference.astype(float) - 1.0) * 100.0
 
 
 def _fmt(value: object, metric: str) -> str:
@@ -93,6 +107,8 @@ def _fmt(value: object, metric: str) -> str:
         return str(int(value))
     if metric in ("mean_rank", "median_rank"):
         return f"{float(value):.1f}"
+    if metric == CHANGE_COLUMN:
+        return f"{float(value):+.1f}"
     return f"{float(value):.4f}"
 
 
@@ -120,20 +136,28 @@ def datasets_markdown(cards: dict[str, Path]) -> list[str]:
     return lines
 
 
-def summary_markdown(table: pd.DataFrame, study: str, notes: dict[str, str], cards: dict[str, Path] | None = None) -> str:
+def summary_markdown(
+    table: pd.DataFrame, study: str, notes: dict[str, str], cards: dict[str, Path] | None = None
+) -> str:
     lines = [
         f"# csbench results: study `{study}`",
         "",
         "One row per run and retrieval protocol. MRR under `full-corpus` is cut at rank 1,000; "
-        "ranks count ties against the model. `n/a`: the protocol evaluated no query (see notes).",
+        "ranks count ties against the model. `n/a`: the protocol evaluated no query (see notes). "
+        f"`{CHANGE_COLUMN}`: relative change of MRR against the `{BASELINE_ATTACK}` run of the same dataset, "
+        "model and protocol, in percent.",
         "",
         "| " + " | ".join(table.columns) + " |",
-        "|" + "|".join("---" if c in ("dataset", "attack", "model", "loss", "inference", "protocol") else "---:"
-                       for c in table.columns) + "|",
+        "|"
+        + "|".join(
+            "---" if c in ("dataset", "attack", "model", "loss", "inference", "protocol") else "---:"
+            for c in table.columns
+        )
+        + "|",
     ]
     for row in table.itertuples(index=False):
         cells = [
-            _fmt(v, c) if c in ("n_queries", *SUMMARY_METRICS) else str(v)
+            _fmt(v, c) if c in ("n_queries", CHANGE_COLUMN, *SUMMARY_METRICS) else str(v)
             for c, v in zip(table.columns, row, strict=True)
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -144,9 +168,7 @@ def summary_markdown(table: pd.DataFrame, study: str, notes: dict[str, str], car
     return "\n".join(lines) + "\n"
 
 
-def aggregate(
-    run_dirs: list[Path], out_dir: Path, study: str, cards: dict[str, Path] | None = None
-) -> pd.DataFrame:
+def aggregate(run_dirs: list[Path], out_dir: Path, study: str, cards: dict[str, Path] | None = None) -> pd.DataFrame:
     scores, runs = collect(run_dirs)
     table = summary_table(scores)
     notes: dict[str, str] = {}

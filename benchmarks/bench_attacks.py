@@ -1,0 +1,128 @@
+"""Code attack throughput against tree-sitter parsing alone, on the same functions.
+
+    python benchmarks/bench_attacks.py [--languages python go ...] [--functions 2000] [--repeat 1]
+
+For each language: ``--functions`` functions of the language's prepared corpus (``data/prepared/<name>/
+train.parquet``, written by ``csbench prepare``; without it, functions extracted from the sources
+scripts/setup.sh installs). The baseline is ``parse_snippet`` on every function (tree-sitter, with
+the wrapper a lone method needs: what any attack must do at least once). Each attack is timed end to
+end through ``csbench.attacks.run_attack`` in one process (``workers=1``): comment removal, identifier
+analysis, the dataset-level pass of k_shift_dataset / most_popular, renaming, the renaming record.
+Printed: functions/s, the ratio attack time / parse-only time (target: within 3x), and for Python the
+projected time of CodeSearchNet Python's 251,820 training functions on one core and, measured with
+``workers=<cores>``, on all cores of this machine. ``translation`` runs apertium (an external process)
+and is reported beside the others, not held to the target. Best of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from csbench.attacks import run_attack
+from csbench.code.comments import parse_snippet
+from csbench.code.extract import extract_functions
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_extract_languages import read_sources  # noqa: E402
+
+CORPORA = {
+    "python": "python-packages",
+    "go": "go-stdlib",
+    "java": "java-jdk",
+    "javascript": "javascript-node",
+    "php": "php-libs",
+    "ruby": "ruby-stdlib",
+    "r": "r-cran",
+}
+ATTACKS = [
+    "no_comment",
+    "full_hash",
+    "k_shift_dataset-3",
+    "k_shift_dataset-64",
+    "k_shift_snippet-3",
+    "k_shift_snippet-64",
+    "random_permutation",
+    "most_popular",
+    "ordered_id",
+    "advtest_normalize",
+    "ordered_id+translation",
+    "translation",
+]
+CSN_PYTHON_TRAIN = 251_820
+
+
+def functions(language: str, limit: int) -> tuple[list[str], str]:
+    prepared = ROOT / "data" / "prepared" / CORPORA[language] / "train.parquet"
+    if prepared.is_file():
+        codes = pd.read_parquet(prepared, columns=["code"])["code"].tolist()
+        return codes[:limit], str(prepared.relative_to(ROOT))
+    codes = []
+    for _, data in read_sources(language, None):
+        codes += [fn.code for fn in extract_functions(data.decode("utf-8", "replace"), language)]
+        if len(codes) >= limit:
+            break
+    return codes[:limit], f"extracted from the {language} sources"
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--languages", nargs="+", default=list(CORPORA))
+    parser.add_argument("--functions", type=int, default=2000)
+    parser.add_argument("--attacks", nargs="+", default=ATTACKS)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    worst: dict[str, float] = {}
+    for language in args.languages:
+        codes, origin = functions(language, args.functions)
+        if not codes:
+            print(f"{language}: no functions (sources absent)")
+            continue
+        frame = pd.DataFrame({"language": language, "code": codes})
+        parse_s = best(lambda codes=codes, lang=language: [parse_snippet(c, lang) for c in codes], args.repeat)
+        print(f"\n{language}: {len(codes)} functions from {origin}")
+        print(f"  {'parse only':<26} {len(codes) / parse_s:>9.0f} fn/s   1.00x")
+        for spec in args.attacks:
+            seconds = best(
+                lambda spec=spec, frame=frame: run_attack(spec, {"train": frame}, progress=False), args.repeat
+            )
+            ratio = seconds / parse_s
+            if "translation" not in spec:
+                worst[language] = max(worst.get(language, 0.0), ratio)
+            line = f"  {spec:<26} {len(codes) / seconds:>9.0f} fn/s  {ratio:5.2f}x"
+            if language == "python":
+                line += f"   251,820 fns: {CSN_PYTHON_TRAIN * seconds / len(codes) / 60:6.1f} min on 1 core"
+            print(line)
+        if language == "python" and cores > 1:
+            print(f"  with workers={cores} (all cores):")
+            for spec in [s for s in args.attacks if "translation" not in s]:
+                seconds = best(
+                    lambda spec=spec, frame=frame: run_attack(spec, {"train": frame}, workers=cores, progress=False),
+                    args.repeat,
+                )
+                minutes = CSN_PYTHON_TRAIN * seconds / len(codes) / 60
+                print(f"  {spec:<26} {len(codes) / seconds:>9.0f} fn/s   251,820 fns: {minutes:6.1f} min")
+    print("\nworst attack / parse-only ratio per language (translation excluded; target <= 3x):")
+    for language, ratio in worst.items():
+        print(f"  {language:<11} {ratio:5.2f}x  {'ok' if ratio <= 3 else 'ABOVE TARGET'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
