@@ -68,7 +68,11 @@ def test_repo_params_validates(raw) -> None:
     assert config.sources == (str(PARAMS),)
     assert "python-stdlib" in config.datasets
     assert config.datasets == raw["grid"]["datasets"]
-    assert config.attacks == raw["grid"]["attacks"] == ["none", "no_comment"]
+    assert config.attacks == raw["grid"]["attacks"]
+    assert config.attacks[:2] == ["none", "no_comment"]  # the baselines, then the thesis's attacks
+    assert {"k_shift_dataset-3", "k_shift_dataset-64", "k_shift_snippet-3", "k_shift_snippet-64"} <= set(config.attacks)
+    assert config.attack_params("k_shift_snippet-64") == {"k_shift_snippet": {"k": 64}}
+    assert config.attack_params("random_permutation") == {"random_permutation": {"seed": 0, "min_k": 1, "max_k": 20}}
     assert config.models == raw["grid"]["models"] == ["bm25"]
     assert config.protocols == ["full-corpus", "csn-1000"]
     assert [run.path for run in config.runs()] == [
@@ -87,7 +91,8 @@ def test_load_config_with_tiny_overlay() -> None:
     assert config.section("evaluation", "run_depth") == 10
     assert config.section("extraction", "split") == {"train": 80, "valid": 10, "test": 10}  # from the base
     assert config.model_params("bm25")["k1"] == 1.2
-    assert len(config.runs()) == 2
+    assert len(config.runs()) == 3
+    assert config.attack_params("ordered_id+translation") == {"ordered_id": {}, "translation": {"pair": "eng-spa"}}
 
 
 def test_tiny_alone_is_incomplete() -> None:
@@ -335,6 +340,7 @@ def test_cli_runs_prints_the_run_paths(capsys) -> None:
     assert capsys.readouterr().out.splitlines() == [
         "python-stdlib/none/bm25/none/0/zero_shot",
         "python-stdlib/no_comment/bm25/none/0/zero_shot",
+        "python-stdlib/ordered_id+translation/bm25/none/0/zero_shot",
     ]
 
 

@@ -29,7 +29,7 @@ needs_apertium = pytest.mark.skipif(
 class Upper:
     """A stand-in translator: upper-cases, so the tests see exactly what was sent."""
 
-    def translate(self, lines: list[str]) -> list[str]:
+    def translate(self, lines: list[str], workers: int = 1) -> list[str]:
         return [line.upper() for line in lines]
 
 
@@ -178,9 +178,9 @@ def test_translate_frame_sends_each_distinct_text_once() -> None:
         def __init__(self) -> None:
             self.calls: list[list[str]] = []
 
-        def translate(self, lines: list[str]) -> list[str]:
+        def translate(self, lines: list[str], workers: int = 1) -> list[str]:
             self.calls.append(lines)
-            return super().translate(lines)
+            return super().translate(lines, workers)
 
     code = "# same comment\nx = 1\n"
     frame = pd.DataFrame({"code": [code, code, "# other\ny = 2\n"], "language": ["python"] * 3})
@@ -212,3 +212,18 @@ def test_a_batch_apertium_misaligns_is_split_until_every_line_is_aligned() -> No
     assert translator.translate(lines) == ["ONE", "TWO", "GLUE", "THREE", "FOUR", "FIVE"]
     assert translator.runs > 1
     assert translator.translate(["a\x0cb"]) == ["A B"]  # control characters never reach apertium
+
+
+def test_concurrent_batches_give_the_same_lines_in_order() -> None:
+    class Slow(Apertium):
+        def __init__(self) -> None:  # no real apertium needed
+            self.batch_lines = 3
+
+        def _run(self, batch: list[str]) -> list[str]:
+            import time
+
+            time.sleep(0.01 * (len(batch[0]) % 3))  # batches finish out of order
+            return [line[::-1] for line in batch]
+
+    lines = [f"line {i} {'x' * (i % 5)}" for i in range(40)]
+    assert Slow().translate(lines, workers=4) == Slow().translate(lines) == [line[::-1] for line in lines]

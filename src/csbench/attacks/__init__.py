@@ -353,7 +353,7 @@ def _attack_unique(
         from csbench.attacks.translation import Apertium, translate_frame
 
         frame = pd.DataFrame({"language": [lang for lang, _ in unique], "code": codes})
-        codes = translate_frame(frame, Apertium(pair=comment.params["pair"]))["code"].tolist()
+        codes = translate_frame(frame, Apertium(pair=comment.params["pair"]), workers)["code"].tolist()
     return codes, composed
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -77,7 +78,7 @@ def shift_identifiers(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
     for name in ids.names:
         moved = []
         for start, end in ids.occurrences[name]:
-            i = _count_at_most(ends, start)  # edits that end at or before the span
+            i = bisect_right(ends, start)  # edits that end at or before the span
             if i < len(edits) and edits[i][0] < end:  # overlaps the next edit: removed with it
                 continue
             shift = deltas[i - 1] if i else 0
@@ -91,17 +92,6 @@ def shift_identifiers(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
         occurrences=occurrences,
         reserved=ids.reserved,
     )
-
-
-def _count_at_most(values: list[int], x: int) -> int:
-    lo, hi = 0, len(values)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if values[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 # ------------------------------------------------------------------------------------------ settling

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 from tree_sitter import Node
@@ -49,13 +50,17 @@ class Apertium:
             )
         self.executable, self.pair, self.batch_lines = executable, pair, batch_lines
 
-    def translate(self, lines: list[str]) -> list[str]:
-        """Translate single-line texts; the result has one line per input line."""
+    def translate(self, lines: list[str], workers: int = 1) -> list[str]:
+        """Translate single-line texts; the result has one line per input line. ``workers`` apertium
+        pipelines run at once on different batches (the batches, hence the result, do not change)."""
         clean = [_CONTROL.sub(" ", line) for line in lines]
-        out: list[str] = []
-        for start in range(0, len(clean), self.batch_lines):
-            out.extend(self._aligned(clean[start : start + self.batch_lines]))
-        return out
+        batches = [clean[start : start + self.batch_lines] for start in range(0, len(clean), self.batch_lines)]
+        if workers > 1 and len(batches) > 1:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                done = list(pool.map(self._aligned, batches))
+        else:
+            done = [self._aligned(batch) for batch in batches]
+        return [line for batch in done for line in batch]
 
     def _aligned(self, batch: list[str]) -> list[str]:
         """One output line per input line. apertium now and then merges or splits a line inside a
@@ -127,7 +132,7 @@ def text_segments(code: str, language: str) -> list[tuple[int, int, str]]:
             position += len(line) + 1
 
     spec = language_spec(language)
-    for node in comment_nodes(snippet.tree.root_node, spec.comment_types):
+    for node in comment_nodes(snippet.tree.root_node, spec.comment_types, spec.name):
         start, end = max(node.start_byte, offset), min(node.end_byte, snippet.end)
         if start < end:
             add_lines(start, end, "block" if data[start:end].startswith(b"/*") else "line")
@@ -162,7 +167,7 @@ def translate_documentation(code: str, language: str, translations: dict[str, st
     return out.decode("utf-8")
 
 
-def translate_frame(frame: pd.DataFrame, translator: Apertium) -> pd.DataFrame:
+def translate_frame(frame: pd.DataFrame, translator: Apertium, workers: int = 1) -> pd.DataFrame:
     """The `translation` attack over a split: documentation translated, code unchanged."""
     segments = [text_segments(code, language) for code, language in zip(frame["code"], frame["language"], strict=True)]
     texts = _unique(
@@ -170,7 +175,7 @@ def translate_frame(frame: pd.DataFrame, translator: Apertium) -> pd.DataFrame:
         for code, spans in zip(frame["code"], segments, strict=True)
         for s, e, _ in spans
     )
-    translations = dict(zip(texts, translator.translate(texts), strict=True)) if texts else {}
+    translations = dict(zip(texts, translator.translate(texts, workers), strict=True)) if texts else {}
     out = frame.copy()
     out["code"] = [
         translate_documentation(code, language, translations)

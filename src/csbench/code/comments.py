@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from tree_sitter import Node, Tree
 
 from csbench.code.languages import LanguageSpec, language_spec
-from csbench.code.parsing import parse, walk
+from csbench.code.parsing import captured, get_query, parse
 
 # Python nodes whose body may open with a docstring.
 _PY_DOC_OWNERS = {"module", "function_definition", "class_definition"}
+_PY_COMMENT_QUERY = "(comment) @c (module) @d (function_definition) @d (class_definition) @d"
 
 
 def is_docstring_literal(node: Node) -> bool:
@@ -107,10 +108,12 @@ def comment_edits(code: str, language: str, snippet: Snippet | None = None) -> t
         return snippet.data, _comment_edits_other(snippet, language_spec(language))
     data = snippet.data
     edits: list[Edit] = []
-    for node in walk(snippet.tree.root_node):
+    root = snippet.tree.root_node
+    for node in get_query("python", _PY_COMMENT_QUERY).captures(root):
+        node = node[0]
         if node.type == "comment":
             edits.append(_comment_edit(data, node))
-        elif node.type in _PY_DOC_OWNERS:
+        else:
             doc = python_docstring_node(node)
             if doc is not None:
                 edits.append(_docstring_edit(data, node, doc))
@@ -149,8 +152,11 @@ def parse_snippet(code: str | bytes, language: str) -> Snippet:
     return first
 
 
-def comment_nodes(node: Node, comment_types: frozenset[str]) -> list[Node]:
-    """Comment nodes below ``node`` in document order (not descending into comments)."""
+def comment_nodes(node: Node, comment_types: frozenset[str], language: str | None = None) -> list[Node]:
+    """Comment nodes below ``node`` in document order (not descending into comments). With the
+    ``language`` of the tree, a tree-sitter query finds them (in C, several times faster)."""
+    if language is not None:
+        return captured(language, " ".join(f"({kind}) @c" for kind in sorted(comment_types)), node)
     found = []
     stack = [node]
     while stack:
@@ -170,7 +176,7 @@ _NO_SPACE_BEFORE = b")],;"
 def _comment_edits_other(snippet: Snippet, spec: LanguageSpec) -> list[Edit]:
     data, offset = snippet.data, snippet.offset
     spans: list[tuple[int, int]] = []
-    for node in comment_nodes(snippet.tree.root_node, spec.comment_types):
+    for node in comment_nodes(snippet.tree.root_node, spec.comment_types, spec.name):
         start, end = max(node.start_byte, offset) - offset, min(node.end_byte, snippet.end) - offset
         if start >= end:
             continue

@@ -291,7 +291,7 @@ def extract_functions(source: str, language: str) -> list[Function]:
     spec = language_spec(language)
     data = source.encode("utf-8")
     root = parse(data, language).root_node
-    comments = comment_nodes(root, spec.comment_types)
+    comments = comment_nodes(root, spec.comment_types, spec.name)
     ends = [node.end_byte for node in comments]
     functions = []
     for anchor, qualname in _DEFINITIONS[language](root):

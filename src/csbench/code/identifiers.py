@@ -246,9 +246,12 @@ def rename(code: str, language: str, mapping: dict[str, str], identifiers: Ident
         if mapping[name] != name
         for span in ids.occurrences[name]
     )
-    for (start, end), new in reversed(edits):
-        data = data[:start] + new + data[end:]
-    return data.decode("utf-8")
+    pieces, cursor = [], 0
+    for (start, end), new in edits:  # one pass: linear in the size of the code
+        pieces += (data[cursor:start], new)
+        cursor = end
+    pieces.append(data[cursor:])
+    return b"".join(pieces).decode("utf-8")
 
 
 # ----------------------------------------------------------------------------------------------- python
@@ -282,6 +285,24 @@ _PATTERN_CONTAINERS = frozenset(
     {"pattern_list", "tuple_pattern", "list_pattern", "tuple", "list", "expression_list", "parenthesized_expression"}
 )
 _SPLATS = frozenset({"list_splat_pattern", "list_splat", "dictionary_splat_pattern"})
+# named nodes that never have a name below them
+_PY_NO_NAMES = frozenset(
+    {
+        "comment",
+        "integer",
+        "float",
+        "none",
+        "true",
+        "false",
+        "ellipsis",
+        "escape_sequence",
+        "string_content",
+        "string_start",
+        "string_end",
+        "type_conversion",
+        "line_continuation",
+    }
+)
 _COMPREHENSIONS = frozenset(
     {"list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"}
 )
@@ -321,20 +342,31 @@ class _PythonAnalyzer:
             self.visit(node, scope)
 
     def visit_children(self, node: Node, scope: _Scope) -> None:
-        for child in node.children:
-            self.visit(child, scope)
+        # unnamed children are keywords and punctuation: no names below them (the hot loop of the
+        # analysis: `visit` inlined, leaves without names skipped)
+        for child in node.named_children:
+            kind = child.type
+            if kind == "identifier":
+                self.occ.append((child, scope, None))
+            elif kind not in _PY_NO_NAMES:
+                self.visit(child, scope)
 
     def visit(self, node: Node, scope: _Scope) -> None:
         kind = node.type
-        handler = getattr(self, "_" + kind, None)
+        handler = _PY_HANDLERS.get(kind)
         if handler is not None:
-            handler(node, scope)
+            handler(self, node, scope)
         elif kind == "identifier":
             self.ref(node, scope)
         elif kind in _COMPREHENSIONS:
             self._comprehension(node, scope)
         elif node.child_count:
             self.visit_children(node, scope)
+
+    def _string(self, node: Node, scope: _Scope) -> None:
+        for child in node.named_children:  # only an f-string's interpolations hold names
+            if child.type == "interpolation":
+                self.visit_children(child, scope)
 
     def _attribute(self, node: Node, scope: _Scope) -> None:
         self.visit(node.child_by_field_name("object"), scope)
@@ -501,8 +533,9 @@ class _PythonAnalyzer:
         roles: dict[str, tuple[int, str]] = {}
         bad = set(self.excluded) | PYTHON_BUILTINS
         used: set[str] = set(self.excluded)
+        data = self.data
         for node, scope, role in self.occ:
-            name = node.text.decode("utf-8")
+            name = data[node.start_byte : node.end_byte].decode("utf-8")
             used.add(name)
             if role is None:
                 found, role = self.resolve(name, scope)
@@ -524,6 +557,14 @@ class _PythonAnalyzer:
             occurrences={name: occurrences[name] for name in names},
             reserved=frozenset(used - set(names)),
         )
+
+
+# node type -> the _PythonAnalyzer method that handles it (`_assignment` handles `assignment`)
+_PY_HANDLERS = {
+    name[1:]: method
+    for name, method in vars(_PythonAnalyzer).items()
+    if name.startswith("_") and not name.startswith("__") and callable(method)
+}
 
 
 def _identifiers(node: Node) -> list[Node]:

@@ -6,7 +6,7 @@ import functools
 import warnings
 from collections.abc import Iterator
 
-from tree_sitter import Node, Parser, Tree
+from tree_sitter import Node, Parser, Query, Tree
 
 LANGUAGES = ("python", "go", "java", "javascript", "php", "ruby", "r")
 
@@ -27,6 +27,28 @@ def get_parser(language: str) -> Parser:
 def parse(code: str | bytes, language: str) -> Tree:
     data = code.encode("utf-8") if isinstance(code, str) else code
     return get_parser(language).parse(data)
+
+
+@functools.cache
+def get_query(language: str, source: str) -> Query:
+    """A compiled tree-sitter query (captures run in C: far faster than walking nodes in Python)."""
+    get_parser(language)
+    import tree_sitter_languages
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return tree_sitter_languages.get_language(language).query(source)
+
+
+def captured(language: str, source: str, node: Node) -> list[Node]:
+    """Nodes below ``node`` captured by the query ``source``, in document order, outermost first; a
+    capture inside an earlier capture is dropped."""
+    found: list[Node] = []
+    for hit, _ in sorted(get_query(language, source).captures(node), key=lambda c: (c[0].start_byte, -c[0].end_byte)):
+        if found and hit.end_byte <= found[-1].end_byte and hit.start_byte >= found[-1].start_byte:
+            continue
+        found.append(hit)
+    return found
 
 
 def walk(node: Node) -> Iterator[Node]:
