@@ -12,6 +12,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/attacks.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/robustness.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -40,12 +40,22 @@ SAME_FILES = (
     "results/runs/**/metrics.json",
     "results/runs/**/ranks.tsv",
     "results/runs/**/*.trec.gz",
+    "data/perturbed/**/*.parquet",
+    "results/robustness/**/*.json",
+    "results/robustness/**/*.png",
     "results/summary.csv",
     "results/summary.md",
 )
 TINY_ATTACKS = ("none", "no_comment", "ordered_id+translation")
-FULL_GRID = {"download": 1, "prepare": 1, "audit": 1, "attack": 3, "evaluate": 3, "aggregate": 1}
-AFTER_EXTRACTION_CHANGE = {"prepare": 1, "audit": 1, "attack": 3, "evaluate": 3, "aggregate": 1}
+# the tiny study's robustness grid: case at ratio 0.3 and question: 2 perturbed query sets
+ROBUSTNESS_JOBS = {"perturb": 2, "robust": 2, "robustness": 1}
+FULL_GRID = {
+    "download": 1, "prepare": 1, "audit": 1, "attack": 3, "index": 3, "evaluate": 3, **ROBUSTNESS_JOBS, "aggregate": 1
+}  # fmt: skip
+AFTER_MODEL_CHANGE = {"index": 3, "evaluate": 3, "robust": 2, "robustness": 1, "aggregate": 1}
+AFTER_EXTRACTION_CHANGE = {
+    "prepare": 1, "audit": 1, "attack": 3, "index": 3, "evaluate": 3, **ROBUSTNESS_JOBS, "aggregate": 1
+}  # fmt: skip
 
 
 def _env() -> dict[str, str]:
@@ -93,8 +103,10 @@ def snakemake_jobs(output: str) -> collections.Counter[str]:
 
 
 def dvc_jobs(output: str) -> collections.Counter[str]:
-    """Stages dvc repro executed, by stage name without the matrix suffix."""
-    return collections.Counter(re.findall(r"Running stage '([\w-]+)(?:@[^']*)?'", output))
+    """Stages dvc repro executed, by stage name without the matrix suffix (`perturb-fixed` and
+    `robust-fixed`, the ratio-free perturbations, count as the snakemake rules they mirror)."""
+    stages = re.findall(r"Running stage '([\w-]+)(?:@[^']*)?'", output)
+    return collections.Counter(stage.removesuffix("-fixed") for stage in stages)
 
 
 def snapshot(project: Path) -> dict[str, bytes]:
@@ -186,7 +198,7 @@ def test_snakemake_reruns_only_what_a_change_invalidates(snakemake_first: dict) 
     _set_overlay(project, {"models": {"bm25": {"k1": 1.5}}})
     k1 = snakemake(project)
     assert k1.returncode == 0, k1.stderr[-2000:]
-    assert snakemake_jobs(k1.stdout + k1.stderr) == {"evaluate": 3, "aggregate": 1}
+    assert snakemake_jobs(k1.stdout + k1.stderr) == AFTER_MODEL_CHANGE
 
     _set_overlay(project, {"extraction": {"min_code_lines": 4}})
     extraction = snakemake(project)
@@ -206,7 +218,7 @@ def test_dvc_reruns_only_what_a_change_invalidates(dvc_first: dict) -> None:
     _set_params(project, {"models": {"bm25": {"k1": 1.5}}})
     k1 = _run([dvc, "repro"], project)
     assert k1.returncode == 0, k1.stderr[-2000:]
-    assert dvc_jobs(k1.stdout + k1.stderr) == {"evaluate": 3, "aggregate": 1}
+    assert dvc_jobs(k1.stdout + k1.stderr) == AFTER_MODEL_CHANGE
 
     again = _run([dvc, "repro"], project)
     assert dvc_jobs(again.stdout + again.stderr) == {}
@@ -320,7 +332,8 @@ def test_a_code_change_changes_the_digest_of_the_phases_running_it_only(
     with (package / "code" / "tokens.py").open("a") as handle:
         handle.write("\n# a change\n")
     changed = [p for p in paths.PHASE_CODE if paths.code_digest(p) != before[p]]
-    assert changed == ["prepare", "audit", "attack", "evaluate", "aggregate"]  # aggregate: the change above
+    # aggregate: the change above
+    assert changed == ["prepare", "audit", "attack", "index", "evaluate", "robust", "aggregate"]
     without_bytecode = paths.code_digest("aggregate")
     (package / "results" / "__pycache__").mkdir()
     (package / "results" / "__pycache__" / "collect.cpython-311.pyc").write_bytes(b"byte-code does not count")

@@ -259,8 +259,9 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
         pool.to_parquet(target / "test.parquet", index=False)
         pool.iloc[0:0].to_parquet(target / "codebase.parquet", index=False)  # no release pool: empty
     for attack in ("none", "no_comment"):
-        argv = ["-q", "evaluate", "--config", str(config), "--dataset", "python-stdlib", "--attack", attack]
-        assert main([*argv, "--model", "bm25"]) == 0, capsys.readouterr().err
+        for command in ("index", "evaluate"):  # encode the pool once, then search it
+            argv = ["-q", command, "--config", str(config), "--dataset", "python-stdlib", "--attack", attack]
+            assert main([*argv, "--model", "bm25"]) == 0, capsys.readouterr().err
     run_dir = tmp_path / "results" / "runs" / "python-stdlib" / "none" / "bm25" / "none" / "0" / "zero_shot"
     assert {p.name for p in run_dir.iterdir()} == {
         "metrics.json",

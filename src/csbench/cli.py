@@ -61,6 +61,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         check_sources(config)
     runs = config.runs()
     print(f"{'+'.join(config.sources)}: valid; study {config.study!r}, {len(runs)} run(s)")
+    for warning in config.robustness_outside_grid():
+        log.warning("%s: not evaluated on perturbed queries (dvc repro needs it in the grid)", warning)
     return 0
 
 
@@ -253,51 +255,92 @@ def cmd_attack(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from csbench.evaluate.runner import evaluate_pool, trec_bytes
-    from csbench.io import atomic_open
+def _run_key(args: argparse.Namespace, config: Config) -> RunKey:
     from csbench.models import MODELS
-    from csbench.provenance import provenance
 
-    config = _config(args)
     _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
     _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
     _require(args.model, config.models, "model", "--model (not in grid.models)")
     run = RunKey(args.dataset, args.attack, args.model, args.loss, args.seed, args.inference)
-    spec = MODELS.get(run.model)
-    if not spec.trained and (run.loss, run.seed, run.inference) != ("none", 0, "zero_shot"):
+    if not MODELS.get(run.model).trained and (run.loss, run.seed, run.inference) != ("none", 0, "zero_shot"):
         raise ValueError(f"model {run.model!r} is not trained: its runs have loss none, seed 0, zero_shot")
-    model_params = config.model_params(run.model)
-    evaluation = config.section("evaluation")
+    return run
+
+
+def _pools(run: RunKey) -> tuple[Path, Path]:
     files = paths.split_files(paths.attacked_dir(run.dataset, run.attack))
     test_file, codebase_file = files["test"], files[paths.POOL_SPLIT]
     for file in (test_file, codebase_file):
         if not file.is_file():
             raise FileNotFoundError(f"{file} is missing: run `csbench attack` for {run.dataset}/{run.attack} first")
+    return test_file, codebase_file
+
+
+def _load_index(run: RunKey):
+    import pickle
+
+    file = paths.index_file(run.path)
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is missing: run `csbench index` for {run.path} first")
+    with open(file, "rb") as handle:
+        return pickle.load(handle), file
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """Encode (index) the run's candidate pools once; evaluate and robust reuse the pickle."""
+    import pickle
+
+    from csbench.evaluate.runner import build_index
+    from csbench.io import atomic_open
+    from csbench.models import MODELS
+
+    config = _config(args)
+    run = _run_key(args, config)
+    params = config.model_params(run.model)
+    test_file, codebase_file = _pools(run)
+    pool, codebase = pd.read_parquet(test_file), pd.read_parquet(codebase_file)
+    factory = MODELS.get(run.model).factory
+    index = build_index(lambda: factory(params), pool, config.protocols, codebase)
+    with atomic_open(paths.index_file(run.path), "wb") as handle:
+        pickle.dump(index, handle, protocol=5)
+    log.info("%s: encoded %s in %.1f s", run.path, ", ".join(index.retrievers), index.index_s)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from csbench.evaluate.runner import search, trec_bytes
+    from csbench.io import atomic_open
+    from csbench.provenance import provenance
+
+    config = _config(args)
+    run = _run_key(args, config)
+    model_params = config.model_params(run.model)
+    evaluation = config.section("evaluation")
+    test_file, codebase_file = _pools(run)
+    index, index_file = _load_index(run)
     started = time.perf_counter()
     pool = pd.read_parquet(test_file)
     codebase = pd.read_parquet(codebase_file)
     run_name = f"csbench-{run.model}-{run.attack}"
-    outcomes, timings = evaluate_pool(
-        spec.factory(model_params),
+    outcomes, timings = search(
+        index,
         pool,
         evaluation["protocols"],
         evaluation["run_depth"],
         run_name,
         progress=not args.quiet,
         codebase=codebase,
-        codebase_retriever=spec.factory(model_params) if len(codebase) else None,
     )
     out = paths.run_dir(run.path)
     scores, protocol_info = [], {}
-    ranks_lines = ["protocol\tquery_id\trank\tcandidates"]
+    ranks_lines = ["protocol\tquery_id\trank\tcandidates\ttop1"]
     for name, outcome in outcomes.items():
         metrics = outcome.metrics()
         scores += [{"protocol": name, "metric": k, "value": v} for k, v in metrics.items()]
         protocol_info[name] = {"note": outcome.plan_note, "n_queries": metrics["n_queries"]}
         ranks_lines += [
-            f"{name}\t{q}\t{r}\t{c}"
-            for q, r, c in zip(outcome.query_ids, outcome.ranks, outcome.n_candidates, strict=True)
+            f"{name}\t{q}\t{r}\t{c}\t{t}"
+            for q, r, c, t in zip(outcome.query_ids, outcome.ranks, outcome.n_candidates, outcome.top1, strict=True)
         ]
         with atomic_open(out / f"run.{name}.trec.gz", "wb") as handle:
             handle.write(trec_bytes(outcome.run_lines))
@@ -309,7 +352,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     params = {"model": model_params, "evaluation": evaluation}
     write_json(
         out / "provenance.json",
-        provenance(phase="evaluate", params=params, inputs=[test_file, codebase_file], seed=run.seed, timings=timings),
+        provenance(
+            phase="evaluate",
+            params=params,
+            inputs=[test_file, codebase_file, index_file],
+            seed=run.seed,
+            timings=timings,
+        ),
     )
     write_json(
         out / "metrics.json",
@@ -324,13 +373,102 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_perturb(args: argparse.Namespace) -> int:
+    from csbench.perturbations import PERTURBATIONS, check_ratio, perturb
+
+    config = _config(args)
+    _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    ratio = check_ratio(float(args.ratio))
+    PERTURBATIONS.check(args.perturbation, where="--perturbation")
+    test_file = paths.split_files(paths.prepared_dir(args.dataset))["test"]
+    if not test_file.is_file():
+        raise FileNotFoundError(f"{test_file} is missing: run `csbench prepare --dataset {args.dataset}` first")
+    frame = pd.read_parquet(test_file, columns=["id", "query"])
+    seed = int(config.robustness.get("seed", 0))
+    queries = perturb(frame["query"].tolist(), frame["id"].tolist(), args.perturbation, ratio, seed)
+    out = pd.DataFrame({"id": frame["id"], "query": queries, "original": frame["query"]})
+    write_parquet(paths.perturbed_file(args.dataset, args.perturbation, ratio), out)
+    changed = int((out["query"] != out["original"]).sum())
+    log.info("%s %s@%s: %d of %d queries changed", args.dataset, args.perturbation, args.ratio, changed, len(out))
+    return 0
+
+
+def cmd_robust(args: argparse.Namespace) -> int:
+    """One point of a robustness curve: the run's model on one perturbed query set."""
+    from csbench.evaluate.runner import search
+
+    config = _config(args)
+    run = _run_key(args, config)
+    ratio = float(args.ratio)
+    protocol = config.robustness.get("protocol", "full-corpus")
+    test_file, codebase_file = _pools(run)
+    queries_file = paths.perturbed_file(run.dataset, args.perturbation, ratio)
+    if not queries_file.is_file():
+        raise FileNotFoundError(f"{queries_file} is missing: run `csbench perturb` first")
+    index, _ = _load_index(run)
+    pool, codebase = pd.read_parquet(test_file), pd.read_parquet(codebase_file)
+    perturbed = pd.read_parquet(queries_file).set_index("id")["query"]
+    missing = set(pool["id"]) - set(perturbed.index)
+    if missing:
+        raise ValueError(f"{queries_file} lacks {len(missing)} test queries of {run.dataset}/{run.attack}")
+    queries = perturbed.loc[pool["id"]].tolist()
+    outcomes, _ = search(
+        index, pool, [protocol], 1, "robust", queries=queries, progress=not args.quiet, codebase=codebase
+    )
+    outcome = outcomes[protocol]
+    write_json(
+        paths.robust_point_file(run.path, args.perturbation, ratio),
+        {
+            "run": run.as_dict(),
+            "perturbation": args.perturbation,
+            "ratio": ratio,
+            "seed": int(config.robustness.get("seed", 0)),
+            "protocol": protocol,
+            "metrics": outcome.metrics(),
+            "note": outcome.plan_note,
+            "queries": {"id": outcome.query_ids, "rank": outcome.ranks, "top1": outcome.top1},
+        },
+    )
+    mrr = outcome.metrics()["mrr"]
+    log.info(
+        "%s %s@%s: %s MRR %s",
+        run.path,
+        args.perturbation,
+        args.ratio,
+        protocol,
+        f"{mrr:.4f}" if outcome.ranks else "n/a",
+    )
+    return 0
+
+
+def cmd_robustness(args: argparse.Namespace) -> int:
+    """The robustness curves, IR-AUC, robust MRR and flip rates of one run, and their plot."""
+    from csbench.evaluate.robust_report import robustness_record
+    from csbench.results.plots import plot_robustness
+
+    config = _config(args)
+    run = _run_key(args, config)
+    record = robustness_record(run, config)
+    out = paths.robustness_dir(run.path)
+    write_json(out / "robustness.json", record)
+    plot_robustness(record, out / "robustness.png")
+    log.info(
+        "%s: IR-AUC macro %.4f, micro %s",
+        run.path,
+        record["summary"]["macro_ir_auc"],
+        "n/a" if record["summary"]["micro_ir_auc"] is None else f"{record['summary']['micro_ir_auc']:.4f}",
+    )
+    return 0
+
+
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from csbench.results.collect import aggregate
 
     config = _config(args)
     run_dirs = [paths.run_dir(run.path) for run in config.runs()]
     cards = {name: paths.cards_dir(name) / "card.json" for name in config.datasets}
-    table = aggregate(run_dirs, Path(paths.RESULTS), config.study, cards)
+    robustness = {run.path: paths.robustness_dir(run.path) / "robustness.json" for run in config.robustness_runs()}
+    table = aggregate(run_dirs, Path(paths.RESULTS), config.study, cards, robustness)
     log.info("aggregated %d runs (%d rows) into %s/summary.md", len(run_dirs), len(table), paths.RESULTS)
     return 0
 
@@ -374,15 +512,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     p.set_defaults(func=cmd_attack)
 
+    def run_args(p: argparse.ArgumentParser) -> None:
+        _add_config(p)
+        p.add_argument("--dataset", required=True)
+        p.add_argument("--attack", required=True)
+        p.add_argument("--model", required=True)
+        p.add_argument("--loss", default="none")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--inference", default="zero_shot")
+
+    p = sub.add_parser("index", help="encode (index) a run's candidate pools once, for evaluate and robust")
+    run_args(p)
+    p.set_defaults(func=cmd_index)
+
     p = sub.add_parser("evaluate", help="retrieve the test split with a model under every protocol")
+    run_args(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("perturb", help="a perturbed query set of a dataset's test split (COBE)")
     _add_config(p)
     p.add_argument("--dataset", required=True)
-    p.add_argument("--attack", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--loss", default="none")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--inference", default="zero_shot")
-    p.set_defaults(func=cmd_evaluate)
+    p.add_argument("--perturbation", required=True)
+    p.add_argument("--ratio", required=True, help="noise ratio in [0, 1] (question: 1)")
+    p.set_defaults(func=cmd_perturb)
+
+    p = sub.add_parser("robust", help="evaluate a run's model on one perturbed query set")
+    run_args(p)
+    p.add_argument("--perturbation", required=True)
+    p.add_argument("--ratio", required=True)
+    p.set_defaults(func=cmd_robust)
+
+    p = sub.add_parser("robustness", help="robustness curves, IR-AUC, robust MRR, flip rate and plot of a run")
+    run_args(p)
+    p.set_defaults(func=cmd_robustness)
 
     p = sub.add_parser("aggregate", help="build results/results.db and results/summary.{md,csv}")
     _add_config(p)

@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from csbench import paths
 from csbench.attacks import parse_spec
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 from csbench.evaluate.protocols import PROTOCOLS
@@ -96,6 +97,41 @@ class Config:
 
     def model_params(self, name: str) -> dict[str, Any]:
         return {**MODELS.get(name).defaults, **self.raw["models"].get(name, {})}
+
+    @property
+    def robustness(self) -> dict[str, Any]:
+        """The ``robustness`` section ({} when the study evaluates no perturbed queries)."""
+        return dict(self.raw.get("robustness") or {})
+
+    def robustness_runs(self) -> list[RunKey]:
+        """Runs whose model is also evaluated on every perturbed query set: the grid's runs of the
+        datasets and attacks ``robustness`` names (names outside the grid are skipped, so an overlay
+        may change the grid without touching ``robustness``; see ``robustness_outside_grid``)."""
+        rob = self.robustness
+        datasets = [d for d in rob.get("datasets", []) if d in self.datasets]
+        attacks = [a for a in rob.get("attacks", []) if a in self.attacks]
+        return [RunKey(d, a, m) for d in datasets for a in attacks for m in self.models]
+
+    def robustness_outside_grid(self) -> list[str]:
+        """``robustness`` entries that are not in the grid (skipped by snakemake; dvc.yaml's matrices
+        read the lists as they are, so `dvc repro` needs them in the grid)."""
+        rob = self.robustness
+        return [
+            f"robustness.{key}: {name!r} is not in grid.{key}"
+            for key, grid in (("datasets", self.datasets), ("attacks", self.attacks))
+            for name in rob.get(key, [])
+            if name not in grid
+        ]
+
+    def perturbation_points(self) -> list[tuple[str, float]]:
+        """(perturbation, ratio) of every perturbed query set: the ratio-taking perturbations at each
+        ratio of ``robustness.ratios`` (0.0, the clean queries, is the clean run), the fixed ones
+        (``question``) once, at ratio 1."""
+        from csbench.perturbations import QUESTION_RATIO
+
+        rob = self.robustness
+        points = [(p, float(r)) for p in rob.get("perturbations", []) for r in rob.get("ratios", [])]
+        return points + [(p, QUESTION_RATIO) for p in rob.get("fixed", [])]
 
     def runs(self) -> list[RunKey]:
         """Every run the config asks for, in a stable order."""
@@ -236,9 +272,38 @@ def _check_names(config: Config) -> None:
         MODELS.check(name, where=f"grid.models[{i}]")
     for i, name in enumerate(config.protocols):
         PROTOCOLS.check(name, where=f"evaluation.protocols[{i}]")
+    _validate_robustness(config)
     split = config.raw["extraction"]["split"]
     if split["train"] + split["valid"] + split["test"] != 100:
         raise ValueError(f"extraction.split: train + valid + test must be 100, not {sum(split.values())}")
+
+
+def _validate_robustness(config: Config) -> None:
+    from csbench.perturbations import PERTURBATIONS
+
+    rob = config.robustness
+    if not rob:
+        return
+    for i, spec in enumerate(rob.get("attacks", [])):
+        parse_spec(spec, config.raw.get("attack_params") or {}, where=f"robustness.attacks[{i}]")
+    for key, takes_ratio in (("perturbations", True), ("fixed", False)):
+        for i, name in enumerate(rob.get(key, [])):
+            perturbation = PERTURBATIONS.get(name, where=f"robustness.{key}[{i}]")
+            if perturbation.has_ratio != takes_ratio:
+                where = "robustness.perturbations" if perturbation.has_ratio else "robustness.fixed"
+                kind = "takes a" if perturbation.has_ratio else "has no"
+                raise ValueError(f"robustness.{key}[{i}]: {name!r} {kind} noise ratio; list it under {where}")
+    both = set(rob.get("perturbations", [])) & set(rob.get("fixed", []))
+    if both:
+        raise ValueError(f"robustness: {', '.join(sorted(both))} listed twice")
+    labels = [paths.ratio_label(r) for r in rob.get("ratios", [])]
+    if len(set(labels)) != len(labels):
+        raise ValueError("robustness.ratios: a ratio is listed twice")
+    if rob.get("protocol", "full-corpus") not in config.protocols:
+        raise ValueError(
+            f"robustness.protocol: {rob.get('protocol')!r} is not in evaluation.protocols "
+            f"({', '.join(config.protocols)})"
+        )
 
 
 def check_sources(config: Config) -> None:

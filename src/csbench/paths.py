@@ -17,6 +17,10 @@ PREPARED = "data/prepared/{dataset}"
 ATTACKED = "data/attacked/{dataset}/{attack}"
 RUN = "results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}"
 RESULTS = "results"
+PERTURBED = "data/perturbed/{dataset}/{perturbation}/{ratio}/queries.parquet"
+INDEX = "results/index/{run}/index.pkl"
+ROBUST_POINT = "results/robustness/{run}/points/{perturbation}/{ratio}.json"
+ROBUSTNESS = "results/robustness/{run}"  # robustness.json and robustness.png
 SUMMARY_FILES = ("summary.md", "summary.csv", "results.db")
 
 
@@ -44,6 +48,27 @@ def run_dir(run_path: str) -> Path:
     return Path("results/runs") / run_path
 
 
+def ratio_label(ratio: float) -> str:
+    """A noise ratio as it appears in paths and wildcards: 0.05 -> "0.05", 1.0 -> "1"."""
+    return f"{round(float(ratio), 6):g}"
+
+
+def perturbed_file(dataset: str, perturbation: str, ratio: float) -> Path:
+    return Path(PERTURBED.format(dataset=dataset, perturbation=perturbation, ratio=ratio_label(ratio)))
+
+
+def index_file(run_path: str) -> Path:
+    return Path(INDEX.format(run=run_path))
+
+
+def robust_point_file(run_path: str, perturbation: str, ratio: float) -> Path:
+    return Path(ROBUST_POINT.format(run=run_path, perturbation=perturbation, ratio=ratio_label(ratio)))
+
+
+def robustness_dir(run_path: str) -> Path:
+    return Path(ROBUSTNESS.format(run=run_path))
+
+
 # The package code each phase runs, relative to src/csbench. Snakemake tracks its digest as a rule
 # parameter and dvc.yaml lists it as deps (tests/test_drivers.py checks both agree), so a code
 # change re-runs exactly the phases that run that code, under either driver.
@@ -52,7 +77,11 @@ PHASE_CODE: dict[str, tuple[str, ...]] = {
     "prepare": ("datasets", "code"),
     "audit": ("datasets/audit.py", "datasets/prepare.py", "code"),
     "attack": ("attacks", "code"),
+    "index": ("evaluate/runner.py", "evaluate/protocols.py", "models", "code/tokens.py"),
     "evaluate": ("evaluate", "models", "code/tokens.py"),
+    "perturb": ("perturbations",),
+    "robust": ("evaluate", "models", "code/tokens.py"),
+    "robustness": ("evaluate/robustness.py", "evaluate/robust_report.py", "results/plots.py"),
     "aggregate": ("results",),
 }
 PACKAGE_DIR = Path(__file__).resolve().parent

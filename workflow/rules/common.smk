@@ -54,6 +54,8 @@ wildcard_constraints:
     attack=_alternatives(CFG.attacks),
     model=_alternatives(CFG.models),
     split=_alternatives(SPLITS),
+    perturbation="[a-z_]+",
+    ratio="[0-9.]+",
 
 
 def tracked(*keys):

@@ -1,7 +1,30 @@
+rule index:
+    input:
+        test="data/attacked/{dataset}/{attack}/test.parquet",
+        codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
+    output:
+        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.pkl",
+    params:
+        cli=CSBENCH,
+        configs=CONFIG_ARGS,
+        code=paths.code_digest("index"),
+        model=lambda w: tracked("models", w.model),
+        protocols=tracked("evaluation", "protocols"),
+    log:
+        "logs/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
+    conda:
+        ENV
+    shell:
+        "{params.cli} index {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
+        "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} "
+        "--inference {wildcards.inference} > {log} 2>&1"
+
+
 rule evaluate:
     input:
         test="data/attacked/{dataset}/{attack}/test.parquet",
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
+        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.pkl",
     output:
         metrics="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/metrics.json",
         provenance="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/provenance.json",

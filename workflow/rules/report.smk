@@ -6,6 +6,7 @@ rule aggregate:
     input:
         metrics=[f"{paths.run_dir(run.path)}/metrics.json" for run in RUNS],
         cards=expand("results/datasets/{dataset}/card.json", dataset=CFG.datasets),
+        robustness=[f"{paths.robustness_dir(run.path)}/robustness.json" for run in CFG.robustness_runs()],
     output:
         summary=expand("results/{name}", name=SUMMARY_FILES),
     params:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import io
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +24,7 @@ class ProtocolOutcome:
     query_ids: list[str] = field(default_factory=list)
     ranks: list[int] = field(default_factory=list)
     n_candidates: list[int] = field(default_factory=list)
+    top1: list[str] = field(default_factory=list)  # id of each query's best candidate
     run_lines: list[str] = field(default_factory=list)
 
     def metrics(self) -> dict:
@@ -44,6 +47,48 @@ def top_k(scores: np.ndarray, correct: int, k: int) -> np.ndarray:
     return head[order][:k]
 
 
+@dataclass
+class PoolIndex:
+    """The candidate pools of one run, indexed (encoded) once by the model: ``retrievers`` and
+    ``pool_ids`` per pool kind (``test``, and ``codebase`` when a protocol searches the release's
+    codebase). Pickled by ``csbench index`` and reused for the clean queries and every perturbed
+    query set, so a model encodes each pool once whatever the number of query sets."""
+
+    retrievers: dict[str, Any]
+    pool_ids: dict[str, list[str]]
+    index_s: float = 0.0
+
+
+def _plans(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None) -> dict[str, tuple[str, Plan]]:
+    ids = pool["id"].tolist()
+    if len(set(ids)) != len(ids):
+        raise ValueError("test pool ids are not unique")
+    with_codebase = codebase is not None and len(codebase) > 0
+    plans: dict[str, tuple[str, Plan]] = {}
+    for name in protocols:
+        protocol = PROTOCOLS.get(name)
+        if protocol.uses_codebase and with_codebase:
+            plans[name] = ("codebase", codebase_plan(pool["url"].tolist(), codebase["url"].tolist()))
+        else:
+            plans[name] = ("test", protocol.plan(ids))
+    return plans
+
+
+def build_index(
+    factory: Callable[[], Any], pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None = None
+) -> PoolIndex:
+    """Index each pool the protocols need with a new retriever from ``factory`` (one encoding each)."""
+    kinds = {kind for kind, _ in _plans(pool, protocols, codebase).values()}
+    frames = {"test": pool, "codebase": codebase}
+    t0 = time.perf_counter()
+    retrievers, pool_ids = {}, {}
+    for kind in [k for k in ("test", "codebase") if k in kinds]:
+        retrievers[kind] = factory()
+        retrievers[kind].index(frames[kind])
+        pool_ids[kind] = frames[kind]["id"].tolist()
+    return PoolIndex(retrievers, pool_ids, round(time.perf_counter() - t0, 3))
+
+
 def evaluate_pool(
     retriever,
     pool: pd.DataFrame,
@@ -61,31 +106,37 @@ def evaluate_pool(
     codebase rank against it instead, the answer being the codebase entry with the query's url.
     Each retriever indexes its pool once; each query is scored once per pool.
     """
-    ids = pool["id"].tolist()
-    if len(set(ids)) != len(ids):
-        raise ValueError("test pool ids are not unique")
-    with_codebase = codebase is not None and len(codebase) > 0
-    if with_codebase and codebase_retriever is None:
+    if codebase is not None and len(codebase) > 0 and codebase_retriever is None:
         raise ValueError("a codebase needs its own retriever")
-    plans: dict[str, tuple[str, Plan]] = {}
-    for name in protocols:
-        protocol = PROTOCOLS.get(name)
-        if protocol.uses_codebase and with_codebase:
-            plans[name] = ("codebase", codebase_plan(pool["url"].tolist(), codebase["url"].tolist()))
-        else:
-            plans[name] = ("test", protocol.plan(ids))
+    given = iter([retriever, codebase_retriever])  # build_index asks for test first, then codebase
+    index = build_index(lambda: next(given), pool, protocols, codebase)
+    return search(index, pool, protocols, run_depth, run_name, progress=progress, codebase=codebase)
+
+
+def search(
+    index: PoolIndex,
+    pool: pd.DataFrame,
+    protocols: list[str],
+    run_depth: int,
+    run_name: str,
+    queries: list[str] | None = None,
+    progress: bool = True,
+    codebase: pd.DataFrame | None = None,
+) -> tuple[dict[str, ProtocolOutcome], dict[str, float]]:
+    """Rank each query of the test split ``pool`` (or ``queries``, one text per test record: a
+    perturbed query set) against the indexed pools under each protocol."""
+    ids = pool["id"].tolist()
+    plans = _plans(pool, protocols, codebase)
+    missing = {kind for kind, _ in plans.values()} - set(index.retrievers)
+    if missing:
+        raise ValueError(f"the index has no {', '.join(sorted(missing))} pool")
     outcomes = {name: ProtocolOutcome(name, plans[name][1].note) for name in protocols}
-    retrievers = {"test": (retriever, pool)}
-    if any(kind == "codebase" for kind, _ in plans.values()):
-        retrievers["codebase"] = (codebase_retriever, codebase)
-    needed = {kind for kind, _ in plans.values()}
-    t0 = time.perf_counter()
-    for kind in needed:
-        model, frame = retrievers[kind]
-        model.index(frame)
-    t_index = time.perf_counter() - t0
-    pool_ids = {kind: frame["id"].tolist() for kind, (_, frame) in retrievers.items()}
-    queries = pool["query"].tolist()
+    retrievers = {kind: (retriever, None) for kind, retriever in index.retrievers.items()}
+    pool_ids = index.pool_ids
+    t_index = index.index_s
+    queries = pool["query"].tolist() if queries is None else list(queries)
+    if len(queries) != len(ids):
+        raise ValueError(f"{len(queries)} queries for {len(ids)} test records")
     t0 = time.perf_counter()
     for i in tqdm(range(len(ids)), desc=f"search {run_name}", unit="query", disable=not progress, mininterval=2):
         scores: dict[str, np.ndarray] = {}
@@ -102,7 +153,9 @@ def evaluate_pool(
             outcome.ranks.append(rank_of_correct(local, correct))
             outcome.n_candidates.append(int(candidates.size))
             names = pool_ids[kind]
-            for pos, j in enumerate(top_k(local, correct, run_depth), start=1):
+            best = top_k(local, correct, max(run_depth, 1))
+            outcome.top1.append(names[candidates[best[0]]])
+            for pos, j in enumerate(best[:run_depth], start=1):
                 outcome.run_lines.append(f"{ids[i]} Q0 {names[candidates[j]]} {pos} {local[j]:.6f} {run_name}")
     t_search = time.perf_counter() - t0
     return outcomes, {"index_s": round(t_index, 3), "search_s": round(t_search, 3)}

@@ -63,11 +63,81 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(score_rows), pd.DataFrame(run_rows)
 
 
-def write_database(path: Path, scores: pd.DataFrame, runs: pd.DataFrame) -> None:
+def robustness_frames(records: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Long tables of the robustness records: one row per (run, perturbation, ratio) point with its
+    MRR, relative drop and flip rate (and the robust MRR per ratio as perturbation ``*``); one row
+    per (run, perturbation) IR-AUC, plus ``macro`` and ``micro``."""
+    points, aucs = [], []
+    for run_path, record in records.items():
+        base = {"run_id": run_path, **record["run"], "protocol": record["protocol"]}
+        per = record["summary"]["per_perturbation"]
+        for name, curve in record["curves"].items():
+            drops = per[name].get("relative_drop", {})
+            for ratio, mrr in curve.items():
+                points.append(
+                    {
+                        **base,
+                        "perturbation": name,
+                        "ratio": float(ratio),
+                        "mrr": mrr,
+                        "relative_drop": drops.get(str(float(ratio))),
+                        "flip_rate": record["flip_rate"].get(name, {}).get(ratio),
+                    }
+                )
+            aucs.append({**base, "perturbation": name, "ir_auc": per[name]["ir_auc"]})
+        for ratio, value in record["robust_mrr"].items():
+            points.append({**base, "perturbation": "*", "ratio": float(ratio), "mrr": value})
+        aucs.append({**base, "perturbation": "macro", "ir_auc": record["summary"]["macro_ir_auc"]})
+        aucs.append({**base, "perturbation": "micro", "ir_auc": record["summary"]["micro_ir_auc"]})
+    return pd.DataFrame(points), pd.DataFrame(aucs)
+
+
+def robustness_markdown(records: dict[str, dict]) -> list[str]:
+    """COBE Table V: IR-AUC per perturbation, macro and micro, per run; and each run's figure."""
+    if not records:
+        return []
+    names: list[str] = []
+    for record in records.values():
+        names += [n for n in record["curves"] if n not in names]
+    lines = [
+        "",
+        "## Robustness to query perturbations (COBE)",
+        "",
+        "IR-AUC: area under the MRR-vs-noise-ratio curve (ratios 0 to the largest), divided by the ratio "
+        "range, so a model that never degrades scores its clean MRR; `question` has no ratio (its MRR). "
+        "Macro: mean over perturbations; micro: the area of the curve of MRR averaged over perturbations. "
+        "Robust MRR: each query's worst reciprocal rank over the perturbations at the largest ratio.",
+        "",
+        "| run | protocol | clean MRR | " + " | ".join(names) + " | macro | micro | robust MRR |",
+        "|---|---|---:|" + "---:|" * (len(names) + 3),
+    ]
+    for run_path, record in records.items():
+        per = record["summary"]["per_perturbation"]
+        cells = [f"{per[n]['ir_auc']:.4f}" if n in per else "n/a" for n in names]
+        micro = record["summary"]["micro_ir_auc"]
+        robust = list(record["robust_mrr"].values())
+        lines.append(
+            f"| {run_path} | {record['protocol']} | {record['clean_mrr']:.4f} | "
+            + " | ".join(cells)
+            + f" | {record['summary']['macro_ir_auc']:.4f} | {'n/a' if micro is None else f'{micro:.4f}'}"
+            + f" | {f'{robust[-1]:.4f}' if robust else 'n/a'} |"
+        )
+    lines.append("")
+    lines += [f"![robustness of {run_path}](robustness/{run_path}/robustness.png)" for run_path in records]
+    return lines
+
+
+def write_database(
+    path: Path, scores: pd.DataFrame, runs: pd.DataFrame, robustness: dict[str, dict] | None = None
+) -> None:
     with atomic_path(path) as tmp:
         with sqlite3.connect(tmp) as con:
             scores.to_sql("scores", con, index=False)
             runs.to_sql("runs", con, index=False)
+            if robustness:
+                points, aucs = robustness_frames(robustness)
+                points.to_sql("robustness_points", con, index=False)
+                aucs.to_sql("robustness_ir_auc", con, index=False)
             con.execute("CREATE INDEX scores_run ON scores(run_id)")
             con.execute(
                 "CREATE VIEW results AS SELECT s.*, r.git_commit, r.params_sha256, r.created "
@@ -137,7 +207,11 @@ def datasets_markdown(cards: dict[str, Path]) -> list[str]:
 
 
 def summary_markdown(
-    table: pd.DataFrame, study: str, notes: dict[str, str], cards: dict[str, Path] | None = None
+    table: pd.DataFrame,
+    study: str,
+    notes: dict[str, str],
+    cards: dict[str, Path] | None = None,
+    robustness: dict[str, dict] | None = None,
 ) -> str:
     lines = [
         f"# csbench results: study `{study}`",
@@ -164,11 +238,23 @@ def summary_markdown(
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"- {key}: {text}" for key, text in sorted(notes.items())]
+    lines += robustness_markdown(robustness or {})
     lines += datasets_markdown(cards or {})
     return "\n".join(lines) + "\n"
 
 
-def aggregate(run_dirs: list[Path], out_dir: Path, study: str, cards: dict[str, Path] | None = None) -> pd.DataFrame:
+def aggregate(
+    run_dirs: list[Path],
+    out_dir: Path,
+    study: str,
+    cards: dict[str, Path] | None = None,
+    robustness: dict[str, Path] | None = None,
+) -> pd.DataFrame:
+    records = {}
+    for run_path, file in (robustness or {}).items():
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} is missing: run `csbench robustness` for {run_path} first")
+        records[run_path] = json.loads(file.read_text())
     scores, runs = collect(run_dirs)
     table = summary_table(scores)
     notes: dict[str, str] = {}
@@ -178,8 +264,8 @@ def aggregate(run_dirs: list[Path], out_dir: Path, study: str, cards: dict[str, 
             if info.get("note"):
                 notes[f"{metrics['run']['dataset']}/{metrics['run']['attack']} {protocol}"] = info["note"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_database(out_dir / "results.db", scores, runs)
+    write_database(out_dir / "results.db", scores, runs, records)
     with atomic_path(out_dir / "summary.csv") as tmp:
         table.to_csv(tmp, index=False)
-    write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards))
+    write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records))
     return table
