@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import csv
 import io
+import json
 import os
 import re
 import shutil
@@ -53,6 +54,8 @@ FULL_GRID = {
     "download": 1, "prepare": 1, "audit": 1, "attack": 3, "index": 3, "evaluate": 3, **ROBUSTNESS_JOBS, "aggregate": 1
 }  # fmt: skip
 AFTER_MODEL_CHANGE = {"index": 3, "evaluate": 3, "robust": 2, "robustness": 1, "aggregate": 1}
+# one more noise ratio: that ratio's query set and its point, then the curves and the summary
+AFTER_RATIO_ADDED = {"perturb": 1, "robust": 1, "robustness": 1, "aggregate": 1}
 AFTER_EXTRACTION_CHANGE = {
     "prepare": 1, "audit": 1, "attack": 3, "index": 3, "evaluate": 3, **ROBUSTNESS_JOBS, "aggregate": 1
 }  # fmt: skip
@@ -200,6 +203,11 @@ def test_snakemake_reruns_only_what_a_change_invalidates(snakemake_first: dict) 
     assert k1.returncode == 0, k1.stderr[-2000:]
     assert snakemake_jobs(k1.stdout + k1.stderr) == AFTER_MODEL_CHANGE
 
+    _set_overlay(project, {"robustness": {"ratios": [0.3, 0.2]}})
+    ratio = snakemake(project)
+    assert ratio.returncode == 0, ratio.stderr[-2000:]
+    assert snakemake_jobs(ratio.stdout + ratio.stderr) == AFTER_RATIO_ADDED
+
     _set_overlay(project, {"extraction": {"min_code_lines": 4}})
     extraction = snakemake(project)
     assert extraction.returncode == 0, extraction.stderr[-2000:]
@@ -207,6 +215,9 @@ def test_snakemake_reruns_only_what_a_change_invalidates(snakemake_first: dict) 
 
     again = snakemake(project)
     assert snakemake_jobs(again.stdout + again.stderr) == {}
+    assert (
+        len(json.loads(next(project.glob("results/robustness/**/robustness.json")).read_text())["curves"]["case"]) == 3
+    )
 
 
 def test_dvc_reruns_only_what_a_change_invalidates(dvc_first: dict) -> None:
@@ -219,6 +230,11 @@ def test_dvc_reruns_only_what_a_change_invalidates(dvc_first: dict) -> None:
     k1 = _run([dvc, "repro"], project)
     assert k1.returncode == 0, k1.stderr[-2000:]
     assert dvc_jobs(k1.stdout + k1.stderr) == AFTER_MODEL_CHANGE
+
+    _set_params(project, {"robustness": {"ratios": [0.3, 0.2]}})
+    ratio = _run([dvc, "repro"], project)
+    assert ratio.returncode == 0, ratio.stderr[-2000:]
+    assert dvc_jobs(ratio.stdout + ratio.stderr) == AFTER_RATIO_ADDED
 
     again = _run([dvc, "repro"], project)
     assert dvc_jobs(again.stdout + again.stderr) == {}
