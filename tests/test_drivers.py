@@ -56,8 +56,10 @@ FULL_GRID = {
 AFTER_MODEL_CHANGE = {"index": 3, "evaluate": 3, "robust": 2, "robustness": 1, "aggregate": 1}
 # one more noise ratio: that ratio's query set and its point, then the curves and the summary
 AFTER_RATIO_ADDED = {"perturb": 1, "robust": 1, "robustness": 1, "aggregate": 1}
+# (after AFTER_RATIO_ADDED: three perturbed query sets)
 AFTER_EXTRACTION_CHANGE = {
-    "prepare": 1, "audit": 1, "attack": 3, "index": 3, "evaluate": 3, **ROBUSTNESS_JOBS, "aggregate": 1
+    "prepare": 1, "audit": 1, "attack": 3, "index": 3, "evaluate": 3, "perturb": 3, "robust": 3, "robustness": 1,
+    "aggregate": 1,
 }  # fmt: skip
 
 

@@ -38,7 +38,7 @@ def test_cosqa_retrieval_placed_by_hand_runs_end_to_end(shared_data: Path, tmp_p
     result = _run([str(BIN / "snakemake"), "--cores", "2", "--configfile", "study.yaml"], project)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     jobs = snakemake_jobs(result.stdout + result.stderr)
-    assert jobs == {"download": 1, "prepare": 1, "audit": 1, "attack": 1, "evaluate": 1, "aggregate": 1}
+    assert jobs == {"download": 1, "prepare": 1, "audit": 1, "attack": 1, "index": 1, "evaluate": 1, "aggregate": 1}
 
     manifest = json.loads((raw / "MANIFEST.json").read_text())
     verified = {entry["path"]: entry["verified"] for entry in manifest["files"]}
