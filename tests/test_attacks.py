@@ -12,7 +12,7 @@ import textwrap
 
 import pandas as pd
 import pytest
-from corpora import AstRenamer, local_functions, shared_functions
+from corpora import THESIS_ORDERED_ID, THESIS_SNIPPET, AstRenamer, local_functions, shared_functions
 
 from csbench.attacks import ATTACKS, RENAMING_COLUMN, parse_spec, run_attack
 from csbench.attacks import renaming as R
@@ -21,16 +21,7 @@ from csbench.code.identifiers import IMPLEMENTED, snippet_identifiers
 from csbench.code.parsing import leaves
 from csbench.registry import UnknownNameError
 
-# The thesis's example snippet, section 3.3 (verbatim, with its comment).
-THESIS = """def _check_series_localize_t(s, timezone):
-    from pandas.api.types import is_datetime64tz_dtype
-    tz = timezone or _get_local_timezone()
-    #handle nested time case
-    if is_datetime64tz_dtype(s.dtype):
-        return s.dt.tz_convert(tz).dt.tz_localize(None)
-    else:
-        return s
-"""
+THESIS = THESIS_SNIPPET  # section 3.3, verbatim, with its comment; THESIS_ORDERED_ID is 3.3.6
 
 
 def _thesis(body: str) -> str:
@@ -38,18 +29,9 @@ def _thesis(body: str) -> str:
     return textwrap.dedent(body).lstrip("\n")
 
 
-# Section 3.3.6 (Ordered ID), 3.3.4 (3-shift snippet, listing joined where the PDF breaks lines),
+# Section 3.3.4 (3-shift snippet, listing joined where the PDF breaks lines),
 # 3.3.5 (Most Popular with the thesis's dataset ranking), 3.3.7 (random permutation with k = 1),
 # 3.3.3 (k-shift dataset with the donor identifiers user, reach, flow, difference, time_in_zone).
-THESIS_ORDERED_ID = _thesis("""
-    def id1(id2, id3):
-        from pandas.api.types import is_datetime64tz_dtype
-        id4 = id3 or _get_local_timezone()
-        if is_datetime64tz_dtype(id2.dtype):
-            return id2.dt.tz_convert(id4).dt.tz_localize(None)
-        else:
-            return id2
-    """)
 THESIS_K_SHIFT_SNIPPET_3 = _thesis("""
     def s(timezone, tz):
         from pandas.api.types import is_datetime64tz_dtype

@@ -7,32 +7,11 @@ import symtable
 import textwrap
 
 import pytest
-from corpora import AstRenamer, local_functions
+from corpora import THESIS_ORDERED_ID, THESIS_SNIPPET, AstRenamer, local_functions
 
 from csbench.code.comments import parse_snippet
 from csbench.code.identifiers import Identifiers, rename, snippet_identifiers
 from csbench.code.parsing import leaves
-
-# The thesis's example snippet, section 3.3 (verbatim, with its comment).
-THESIS_SNIPPET = """def _check_series_localize_t(s, timezone):
-    from pandas.api.types import is_datetime64tz_dtype
-    tz = timezone or _get_local_timezone()
-    #handle nested time case
-    if is_datetime64tz_dtype(s.dtype):
-        return s.dt.tz_convert(tz).dt.tz_localize(None)
-    else:
-        return s
-"""
-
-# Section 3.3.6, Ordered ID (on the comment-free code of 3.3.1).
-THESIS_ORDERED_ID = """def id1(id2, id3):
-    from pandas.api.types import is_datetime64tz_dtype
-    id4 = id3 or _get_local_timezone()
-    if is_datetime64tz_dtype(id2.dtype):
-        return id2.dt.tz_convert(id4).dt.tz_localize(None)
-    else:
-        return id2
-"""
 
 
 def ids(code: str) -> Identifiers:

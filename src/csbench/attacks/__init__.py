@@ -372,11 +372,6 @@ def _failed(report: AttackReport, key: tuple[str, str], error: str) -> None:
         report.failures.append({"language": language, "error": error, "code": code[:200]})
 
 
-def attack_names(spec: str) -> list[str]:
-    """Registered attack names in a spec (no validation of the rest)."""
-    return [m["name"] for part in spec.split("+") if (m := _COMPONENT.match(part))]
-
-
 __all__ = [
     "ATTACKS",
     "RENAMING_COLUMN",

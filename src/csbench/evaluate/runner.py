@@ -131,7 +131,6 @@ def search(
     if missing:
         raise ValueError(f"the index has no {', '.join(sorted(missing))} pool")
     outcomes = {name: ProtocolOutcome(name, plans[name][1].note) for name in protocols}
-    retrievers = {kind: (retriever, None) for kind, retriever in index.retrievers.items()}
     pool_ids = index.pool_ids
     t_index = index.index_s
     queries = pool["query"].tolist() if queries is None else list(queries)
@@ -145,7 +144,7 @@ def search(
             if candidates is None:
                 continue
             if kind not in scores:
-                scores[kind] = np.asarray(retrievers[kind][0].scores(queries[i]), dtype=np.float64)
+                scores[kind] = np.asarray(index.retrievers[kind].scores(queries[i]), dtype=np.float64)
             local = scores[kind][candidates]
             correct = int(np.flatnonzero(candidates == plan.answer(i))[0])
             outcome = outcomes[name]
