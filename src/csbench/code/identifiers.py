@@ -185,9 +185,9 @@ def snippet_identifiers(code: str, language: str, snippet: Snippet | None = None
 def identifiers_and_comments(
     code: str, language: str, snippet: Snippet | None = None
 ) -> tuple[Identifiers, list[Node] | None]:
-    """``snippet_identifiers`` and, found by the same tree-sitter query (Python: the same walk), the
-    nodes ``comments.comment_edits`` needs (its ``found`` argument), or ``None`` for them when the
-    walk cannot vouch for having met every comment (then ``comment_edits`` runs its own query)."""
+    """``snippet_identifiers`` and, found by the same tree-sitter query, the nodes
+    ``comments.comment_edits`` needs (its ``found`` argument; ``None`` where the analysis does not
+    collect them)."""
     _check_language(language)
     snippet = snippet if snippet is not None else parse_snippet(code, language)
     if language == "php":
@@ -716,7 +716,7 @@ def _any(language: str, kinds: Iterable[str]) -> str:
     return "[" + " ".join(f"({kind})" for kind in sorted(set(kinds) & _grammar_kinds(language))) + "]"
 
 
-def _tree_sitter_language(language: str):  # noqa: ANN202 - a tree_sitter.Language
+def _tree_sitter_language(language: str):
     import warnings
 
     import tree_sitter_languages
@@ -1079,7 +1079,7 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     binding_nodes: dict[int, str] = {}  # start byte of a binding identifier -> role
     bad: set[str] = set()
     extra: list[Node] = []  # function-name occurrences that are not identifiers (method name, recursive selectors)
-    blocks = _Blocks([*found["block"], *found["function"], *found["literal"]], root)  # _GO_BLOCKS
+    blocks = _Blocks([*found["block"], *found["function"], *found["literal"]], root)
 
     def text(node: Node) -> str:
         return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
@@ -1481,96 +1481,119 @@ _JAVA_NOT_VARIABLE_PARENTS = frozenset(
 )
 
 
-def _java_identifiers(snippet: Snippet) -> Identifiers:
-    start, end = snippet.offset, snippet.end
+def _java_query() -> str:
+    """Comments, scopes, the method, parameter and local names, calls, and the identifiers in positions
+    that are not variables (method and field names, labels, annotations, declarations)."""
+    parameters = (
+        "(formal_parameters [(formal_parameter name: (identifier) @param)"
+        " (spread_parameter (variable_declarator name: (identifier) @param))])"
+    )
+    return "\n".join(
+        [
+            "[(line_comment) (block_comment)] @comment",
+            f"{_any('java', _JAVA_BLOCKS - _JAVA_CALLABLES)} @block",
+            "[(method_declaration) (constructor_declaration)] @function",
+            "(lambda_expression) @lambda",
+            "(identifier) @id",
+            *[f"({kind} parameters: {parameters})" for kind in sorted(_JAVA_CALLABLES)],
+            "(lambda_expression parameters: (inferred_parameters (identifier) @param))",
+            "(lambda_expression parameters: (identifier) @param)",
+            "(local_variable_declaration (variable_declarator) @declarator)",
+            "[(enhanced_for_statement) (resource) (catch_formal_parameter) (instanceof_expression)] @binder",
+            "(method_invocation name: (identifier) @call)",  # method names: not variables either
+            *[f"({parent} (identifier) @nv)" for parent in sorted(_JAVA_NOT_VARIABLE_PARENTS)],
+            *[
+                f"({parent} {field}: (identifier) @nv)"
+                for parent, field in sorted(_JAVA_NOT_VARIABLES)
+                if parent != "method_invocation"
+            ],
+        ]
+    )
+
+
+def _java_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
+    start = snippet.offset
+    data = snippet.data
     root = snippet.tree.root_node
-    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
-    function = next((node for node in nodes if node.type in ("method_declaration", "constructor_declaration")), None)
+    found = _captures("java", root)
+    functions = found["function"]
+    # the first method or constructor (a wrapper adds none); callables bind their parameters
+    function = (functions[0] if len(functions) == 1 else min(functions, key=_preorder)) if functions else None
     scopes: dict[str, list[tuple[int, int, int]]] = {}
     binding_roles: dict[int, str] = {}
-    non_variables: set[int] = set()
+    non_variables = {node.start_byte for node in found["nv"]}
+    calls = found["call"]
+    if calls:
+        non_variables.update([node.start_byte for node in calls])  # method names of calls
+    if found["param"]:
+        callables = _Blocks([*functions, *found["lambda"]], root)
+        for node in found["param"]:
+            position = node.start_byte
+            begin, stop = callables.enclosing(node)
+            name = data[position - start : node.end_byte - start].decode("utf-8")
+            if name in scopes:
+                scopes[name].append((begin, stop, begin))
+            else:
+                scopes[name] = [(begin, stop, begin)]
+            binding_roles[position] = "arg"
+    if found["declarator"] or found["binder"]:
+        blocks = _Blocks([*found["block"], *functions, *found["lambda"]], root)
+
+        def bind(node: Node | None, scope: tuple[int, int], visible_from: int) -> None:
+            if node is None or node.type != "identifier":
+                return
+            scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
+            binding_roles[node.start_byte] = "var"
+
+        for node in found["declarator"]:
+            bind(node.child_by_field_name("name"), blocks.enclosing(node), node.start_byte)
+        for node in found["binder"]:  # an enhanced for is the scope of its variable
+            if node.type == "enhanced_for_statement":
+                scope = (node.start_byte, node.end_byte)
+            else:
+                scope = blocks.enclosing(node)
+            bind(node.child_by_field_name("name"), scope, node.start_byte)
     extra: list[Node] = []
-
-    def enclosing(node: Node) -> Node:
-        current = node.parent
-        while current is not None and current.type not in _JAVA_BLOCKS:
-            current = current.parent
-        return current if current is not None else root
-
-    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
-        if node is None or node.type != "identifier":
-            return
-        scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
-        binding_roles[node.start_byte] = role
-
     fun_name = None
     if function is not None and function.type == "method_declaration":
-        name = function.child_by_field_name("name")
-        fun_name = name.text.decode("utf-8")
-        extra.append(name)
-    for node in nodes:
-        kind = node.type
-        for index, child in enumerate(node.children):
-            if child.type == "identifier" and (
-                kind in _JAVA_NOT_VARIABLE_PARENTS or (kind, node.field_name_for_child(index)) in _JAVA_NOT_VARIABLES
-            ):
-                non_variables.add(child.start_byte)
-        if kind in _JAVA_CALLABLES:
-            params = node.child_by_field_name("parameters")
-            if params is None:
-                continue
-            if params.type == "identifier":
-                bind(params, "arg", node, node.start_byte)
-            for param in params.named_children:
-                if param.type == "identifier":  # inferred lambda parameters
-                    bind(param, "arg", node, node.start_byte)
-                elif param.type == "formal_parameter":
-                    bind(param.child_by_field_name("name"), "arg", node, node.start_byte)
-                elif param.type == "spread_parameter":
-                    for child in param.named_children:
-                        if child.type == "variable_declarator":
-                            bind(child.child_by_field_name("name"), "arg", node, node.start_byte)
-        elif (
-            kind == "variable_declarator"
-            and node.parent is not None
-            and node.parent.type == "local_variable_declaration"
-        ):
-            bind(node.child_by_field_name("name"), "var", enclosing(node.parent), node.start_byte)
-        elif kind in ("enhanced_for_statement", "resource"):
-            bind(
-                node.child_by_field_name("name"),
-                "var",
-                node if kind != "resource" else enclosing(node),
-                node.start_byte,
-            )
-        elif kind == "catch_formal_parameter" or kind == "instanceof_expression":
-            bind(node.child_by_field_name("name"), "var", enclosing(node), node.start_byte)
-        elif kind == "method_invocation" and fun_name is not None:
-            name, target = node.child_by_field_name("name"), node.child_by_field_name("object")
-            if name is not None and name.text.decode("utf-8") == fun_name and (target is None or target.type == "this"):
-                extra.append(name)
+        name_node = function.child_by_field_name("name")
+        fun_name = name_node.text.decode("utf-8")
+        extra.append(name_node)
+        encoded = fun_name.encode("utf-8")
+        for node in calls:
+            if node.text == encoded:
+                target = node.parent.child_by_field_name("object")
+                if target is None or target.type == "this":
+                    extra.append(node)
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, tuple[int, str]] = {}
     bad: set[str] = set()
     used: set[str] = set()
-    for node in nodes:
-        if node.type != "identifier":
-            continue
-        name = node.text.decode("utf-8")
-        used.add(name)
-        if node.start_byte in non_variables:
-            continue
-        role = binding_roles.get(node.start_byte, "")
+    for node in found["id"]:
         position = node.start_byte
-        if not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
-            bad.add(name)
+        if position < start:  # in the wrapper (a wrapper's suffix holds no identifier)
             continue
-        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-        if role and (name not in roles or node.start_byte < roles[name][0]):
-            roles[name] = (node.start_byte, role)
+        stop = node.end_byte
+        name = data[position - start : stop - start].decode("utf-8")
+        used.add(name)
+        if position in non_variables or name in bad:
+            continue
+        role = binding_roles.get(position)
+        if role is None:
+            for begin, finish, visible in scopes.get(name, ()):
+                if begin <= position < finish and position >= visible:
+                    break
+            else:
+                bad.add(name)
+                continue
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
     _add_method_name(fun_name, extra, spans, roles, bad)
-    bad |= JAVA_KEYWORDS
-    return _assemble(spans, roles, bad, used, start)
+    return _assemble(spans, roles, bad, used, start, JAVA_KEYWORDS), found["comment"]
 
 
 # ------------------------------------------------------------------------------------------------- ruby
@@ -1629,43 +1652,62 @@ _RUBY_SCOPES = frozenset({"method", "singleton_method", "block", "do_block", "la
 _RUBY_PARAM_LISTS = frozenset({"method_parameters", "block_parameters", "lambda_parameters"})
 
 
-def _ruby_identifiers(snippet: Snippet) -> Identifiers:
+def _ruby_query() -> str:
+    return "\n".join(
+        [
+            "(comment) @comment",
+            f"{_any('ruby', _RUBY_SCOPES - {'program'})} @scope",  # the program is the root
+            "[(method) (singleton_method)] @function",
+            "(identifier) @id",
+            f"{_any('ruby', _RUBY_PARAM_LISTS)} @parameters",
+            "[(assignment left: _ @left) (operator_assignment left: _ @left)]",
+            "(for) @for",
+            "(exception_variable) @exception",
+            "[(method name: _ @nv) (singleton_method name: _ @nv)]",
+            "(call method: (identifier) @call)",
+        ]
+    )
+
+
+_RUBY_COMPOUND = frozenset(
+    {
+        "left_assignment_list",
+        "destructured_left_assignment",
+        "rest_assignment",
+        "destructured_parameter",
+        "splat_parameter",
+        "hash_splat_parameter",
+        "block_parameter",
+        "optional_parameter",
+        "keyword_parameter",
+        "exception_variable",
+    }
+)
+
+
+def _ruby_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
-    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
-    function = next((node for node in nodes if node.type in ("method", "singleton_method")), None)
+    found = _captures("ruby", root)
+    functions = [node for node in found["function"] if node.start_byte >= start and node.end_byte <= end]
+    function = (functions[0] if len(functions) == 1 else min(functions, key=_preorder)) if functions else None
     scopes: dict[str, list[tuple[int, int, int]]] = {}
     binding_roles: dict[int, str] = {}
-    non_variables: set[int] = set()
+    non_variables = {node.start_byte for node in found["nv"]}
     extra: list[Node] = []
+    enclosing = _Blocks(found["scope"], root).enclosing  # _RUBY_SCOPES; the root is the program
 
-    def enclosing(node: Node) -> Node:
-        current = node.parent
-        while current is not None and current.type not in _RUBY_SCOPES:
-            current = current.parent
-        return current if current is not None else root
-
-    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
+    def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
         if node is None:
             return
-        if node.type == "identifier":
-            scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+        kind = node.type
+        if kind == "identifier":
+            scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
             binding_roles[node.start_byte] = role
-        elif node.type in (
-            "left_assignment_list",
-            "destructured_left_assignment",
-            "rest_assignment",
-            "destructured_parameter",
-            "splat_parameter",
-            "hash_splat_parameter",
-            "block_parameter",
-            "optional_parameter",
-            "keyword_parameter",
-            "exception_variable",
-        ):
+        elif kind in _RUBY_COMPOUND:
             for index, child in enumerate(node.children):
                 if node.field_name_for_child(index) in (None, "name") and child.is_named:
-                    bind(child, role, scope, visible_from if role == "var" else scope.start_byte)
+                    bind(child, role, scope, visible_from if role == "var" else scope[0])
 
     fun_name = None
     if function is not None:
@@ -1673,56 +1715,55 @@ def _ruby_identifiers(snippet: Snippet) -> Identifiers:
         if name is not None and name.type == "identifier":
             fun_name = name.text.decode("utf-8")
             extra.append(name)
-    for node in nodes:
-        kind = node.type
-        if kind in _RUBY_PARAM_LISTS:
-            owner = node.parent if node.parent is not None else root
-            for child in node.named_children:
-                bind(child, "arg", owner, owner.start_byte)
-        elif kind in ("assignment", "operator_assignment"):
-            left = node.child_by_field_name("left")
-            bind(left, "var", enclosing(node), left.start_byte if left is not None else node.start_byte)
-        elif kind == "for":
-            pattern = node.child_by_field_name("pattern")
-            bind(pattern, "var", enclosing(node), node.start_byte)
-        elif kind == "exception_variable":
-            bind(node, "var", enclosing(node), node.start_byte)
-        elif kind in ("method", "singleton_method"):
-            name = node.child_by_field_name("name")
-            if name is not None:
-                non_variables.add(name.start_byte)
-        elif kind == "call":
-            method = node.child_by_field_name("method")
-            if method is not None and method.type == "identifier":
-                non_variables.add(method.start_byte)
-                receiver = node.child_by_field_name("receiver")
-                if method.text.decode("utf-8") == fun_name and (receiver is None or receiver.type == "self"):
-                    extra.append(method)
+    for node in found["parameters"]:
+        owner = node.parent if node.parent is not None else root
+        scope = (owner.start_byte, owner.end_byte)
+        for child in node.named_children:
+            bind(child, "arg", scope, scope[0])
+    for left in found["left"]:
+        bind(left, "var", enclosing(left), left.start_byte)
+    for node in found["for"]:
+        bind(node.child_by_field_name("pattern"), "var", enclosing(node), node.start_byte)
+    for node in found["exception"]:
+        bind(node, "var", enclosing(node), node.start_byte)
+    calls = found["call"]
+    if calls:
+        non_variables.update([node.start_byte for node in calls])
+        if fun_name is not None:
+            encoded = fun_name.encode("utf-8")
+            for method in calls:
+                if method.text == encoded:
+                    receiver = method.parent.child_by_field_name("receiver")
+                    if receiver is None or receiver.type == "self":
+                        extra.append(method)
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, tuple[int, str]] = {}
     bad: set[str] = set()
     used: set[str] = set()
-    for node in nodes:
-        if node.type != "identifier":
+    data = snippet.data
+    for node in found["id"]:
+        position, stop = node.start_byte, node.end_byte
+        if position < start or stop > end:
             continue
-        name = node.text.decode("utf-8")
+        name = data[position - start : stop - start].decode("utf-8")
         used.add(name)
-        if node.start_byte in non_variables:
+        if position in non_variables or name in bad:
             continue
-        role = binding_roles.get(node.start_byte, "")
-        position = node.start_byte
-        if not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
+        role = binding_roles.get(position)
+        if role is None and not _in_reach(scopes.get(name), position):
             if name == fun_name and node.parent is not None and node.parent.type != "call":
                 extra.append(node)  # a bare recursive call without arguments
                 continue
             bad.add(name)
             continue
-        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-        if role and (name not in roles or node.start_byte < roles[name][0]):
-            roles[name] = (node.start_byte, role)
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
     _add_method_name(fun_name, extra, spans, roles, bad)
-    bad |= RUBY_KEYWORDS
-    return _assemble(spans, roles, bad, used, start)
+    return _assemble(spans, roles, bad, used, start, RUBY_KEYWORDS), found["comment"]
 
 
 # ---------------------------------------------------------------------------------------------------- r
@@ -1755,95 +1796,111 @@ _R_FUNCTIONS = frozenset({"function_definition", "lambda_function"})
 _R_ASSIGNMENTS = frozenset({"left_assignment", "equals_assignment", "right_assignment"})
 
 
-def _r_identifiers(snippet: Snippet) -> Identifiers:
+def _r_query() -> str:
+    return "\n".join(
+        [
+            "(comment) @comment",
+            f"{_any('r', _R_FUNCTIONS)} @function",
+            f"{_any('r', _R_ASSIGNMENTS)} @assignment",
+            "(identifier) @id",
+            *[f"({kind} (formal_parameters) @parameters)" for kind in sorted(_R_FUNCTIONS)],
+            "(super_assignment name: _ @super)",
+            "(for) @for",
+            "[(dollar) (slot)] @member",
+            "[(namespace_get) (namespace_get_internal)] @namespace",
+            "(default_argument name: _ @nv)",
+        ]
+    )
+
+
+def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
-    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
+    found = _captures("r", root)
     scopes: dict[str, list[tuple[int, int, int]]] = {}
     binding_roles: dict[int, str] = {}
-    non_variables: set[int] = set()
-    super_targets: list[Node] = []
+    non_variables = {node.start_byte for node in found["nv"]}
     bad: set[str] = set()
+    enclosing = _Blocks(found["function"], root).enclosing  # _R_FUNCTIONS; else the root
 
-    def enclosing(node: Node) -> Node:
-        current = node.parent
-        while current is not None and current.type not in _R_FUNCTIONS:
-            current = current.parent
-        return current if current is not None else root
-
-    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
+    def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
         if node is None or node.type != "identifier":
             return
-        scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+        scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
         binding_roles[node.start_byte] = role
 
-    top = next((node for node in nodes if node.type in _R_ASSIGNMENTS), None)
+    assignments = [node for node in found["assignment"] if node.start_byte >= start and node.end_byte <= end]
+    top = min(assignments, key=_preorder) if assignments else None
     fun = None
     if top is not None and top.parent == root:
         value = top.child_by_field_name("value")
         if value is not None and value.type in _R_FUNCTIONS:
             fun = top.child_by_field_name("name")
             if fun is not None and fun.type == "identifier":
-                bind(fun, "fun", root, 0)
-    for node in nodes:
-        kind = node.type
-        if kind in _R_FUNCTIONS:
-            for param in node.named_children:
-                if param.type != "formal_parameters":
-                    continue
-                for child in param.named_children:
-                    target = child.child_by_field_name("name") if child.type == "default_parameter" else child
-                    bind(target, "arg", node, node.start_byte)
-        elif kind in _R_ASSIGNMENTS and not (fun is not None and node == top):
-            name = node.child_by_field_name("name")
-            if name is not None and not (
-                kind == "equals_assignment" and node.parent and node.parent.type == "arguments"
-            ):
-                bind(name, "var", enclosing(node), name.start_byte)
-        elif kind == "super_assignment":
-            name = node.child_by_field_name("name")
-            if name is not None:
-                super_targets.append(name)
-        elif kind == "for":
-            bind(node.child_by_field_name("name"), "var", enclosing(node), node.start_byte)
-        elif kind in ("dollar", "slot"):
-            children = node.named_children
-            if len(children) >= 2 and children[-1].type == "identifier":
-                non_variables.add(children[-1].start_byte)
-        elif kind in ("namespace_get", "namespace_get_internal"):
-            non_variables.update(child.start_byte for child in node.named_children)
-        elif kind == "default_argument":
-            name = node.child_by_field_name("name")
-            if name is not None:
-                non_variables.add(name.start_byte)
-        elif kind == "identifier" and node.text.startswith(b"`"):
-            text = node.text.decode("utf-8")
-            bad.update({text, text.strip("`")})
+                bind(fun, "fun", (root.start_byte, root.end_byte), 0)
+    for params in found["parameters"]:
+        begin, _ = scope = enclosing(params)
+        for child in params.named_children:
+            target = child.child_by_field_name("name") if child.type == "default_parameter" else child
+            bind(target, "arg", scope, begin)
+    for node in assignments:
+        if fun is not None and node == top:
+            continue
+        name = node.child_by_field_name("name")
+        if name is not None and not (node.type == "equals_assignment" and node.parent.type == "arguments"):
+            bind(name, "var", enclosing(node), name.start_byte)
+    for node in found["for"]:
+        bind(node.child_by_field_name("name"), "var", enclosing(node), node.start_byte)
+    for node in found["member"]:
+        children = node.named_children
+        if len(children) >= 2 and children[-1].type == "identifier":
+            non_variables.add(children[-1].start_byte)
+    for node in found["namespace"]:
+        non_variables.update([child.start_byte for child in node.named_children])
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, tuple[int, str]] = {}
     used: set[str] = set()
-    super_starts = {node.start_byte for node in super_targets}
-    for node in nodes:
-        if node.type != "identifier":
+    super_starts = {node.start_byte for node in found["super"]}
+    data = snippet.data
+    for node in found["id"]:
+        position, stop = node.start_byte, node.end_byte
+        if position < start or stop > end:
             continue
-        name = node.text.decode("utf-8")
+        name = data[position - start : stop - start].decode("utf-8")
+        if name.startswith("`"):
+            bad.update({name, name.strip("`")})
         used.add(name)
-        if node.start_byte in non_variables:
+        if position in non_variables or name in bad:
             continue
-        role = binding_roles.get(node.start_byte, "")
-        position = node.start_byte
-        if node.start_byte in super_starts:
+        role = binding_roles.get(position)
+        if position in super_starts:
             # ``<<-`` assigns in an enclosing function: it must define the name (outside this function).
-            own = enclosing(node)
-            reach = [(a, b) for a, b, _ in scopes.get(name, ()) if a <= position < b and a < own.start_byte]
-            if not reach:
+            own = enclosing(node)[0]
+            if not any(a <= position < b and a < own for a, b, _ in scopes.get(name, ())):
                 bad.add(name)
                 continue
-        elif not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
+        elif role is None and not _in_reach(scopes.get(name), position):
             bad.add(name)
             continue
-        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-        if role and (name not in roles or node.start_byte < roles[name][0]):
-            roles[name] = (node.start_byte, role)
-    bad |= R_RESERVED | {"..."}
-    return _assemble(spans, roles, bad, used, start)
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
+    return _assemble(spans, roles, bad, used, start, _R_EXCLUDED), found["comment"]
+
+
+_R_EXCLUDED = R_RESERVED | {"..."}
+
+
+# language -> the source of its analysis query (built on first use: the grammar decides which of the
+# listed node kinds exist)
+_QUERIES = {
+    "php": _php_query,
+    "go": _go_query,
+    "javascript": _js_query,
+    "java": _java_query,
+    "ruby": _ruby_query,
+    "r": _r_query,
+}
