@@ -17,7 +17,7 @@ from corpora import THESIS_ORDERED_ID, THESIS_SNIPPET, AstRenamer, local_functio
 from csbench.attacks import ATTACKS, RENAMING_COLUMN, parse_spec, run_attack
 from csbench.attacks import renaming as R
 from csbench.code.comments import parse_snippet, remove_comments
-from csbench.code.identifiers import IMPLEMENTED, snippet_identifiers
+from csbench.code.identifiers import IMPLEMENTED, rename, snippet_identifiers
 from csbench.code.parsing import leaves
 from csbench.registry import UnknownNameError
 
@@ -310,10 +310,10 @@ def test_ordered_id_plus_translation_renames_and_keeps_translated_comments():
 def test_analysis_failure_keeps_the_comment_free_code_and_is_reported(monkeypatch):
     real = R.analyse
 
-    def flaky(code, language, keep_comments=False):
+    def flaky(code, language, keep_comments=False, snippet=None):
         if "boom" in code:
             raise RecursionError("maximum recursion depth exceeded")
-        return real(code, language, keep_comments)
+        return real(code, language, keep_comments, snippet=snippet)
 
     monkeypatch.setattr(R, "analyse", flaky)
     out, report = run_attack(
@@ -357,14 +357,37 @@ def corpus(request) -> tuple[str, list[str], list[str]]:
 
 
 def test_one_parse_analysis_equals_analysis_of_the_comment_free_code(corpus):
+    """The fused path (one parse; comment edits and renaming spliced into the original code at once)
+    gives what the plain two passes give: identifiers of ``remove_comments(code)`` and
+    ``rename(remove_comments(code), ...)``."""
     language, codes, stripped = corpus
     differ = []
     for code, plain in zip(codes, stripped, strict=True):
-        text, ids = R.analyse(code, language)
-        if text != plain or ids != snippet_identifiers(plain, language):
+        analysis = R.analyse(code, language)
+        ids = snippet_identifiers(plain, language)
+        fused = analysis.identifiers
+        same = analysis.text == plain and analysis.shifted_identifiers() == ids
+        same = same and (fused.names, fused.roles, fused.reserved) == (ids.names, ids.roles, ids.reserved)
+        same = same and all(len(fused.occurrences[n]) == len(ids.occurrences[n]) for n in ids.names)
+        if same:
+            for mapping in (
+                R.settle(ids, language, {name: f"id{j}" for j, name in enumerate(ids.names, 1)}),
+                R.settle(ids, language, R.rotate(ids.names, 1)),
+            ):
+                same = same and analysis.renamed(mapping) == rename(plain, language, mapping, ids)
+        if not same:
             differ.append(code[:80])
     print(f"{language}: one-parse analysis equals two-pass on {len(codes) - len(differ)}/{len(codes)}")
     assert len(differ) <= 0.005 * len(codes), differ[:3]
+
+
+def test_fused_renaming_of_the_thesis_snippet_removes_the_comment_once():
+    analysis = R.analyse(THESIS, "python")
+    assert analysis.edits and "#handle" in analysis.data.decode("utf-8")
+    mapping = R.settle(analysis.identifiers, "python", {"s": "id2"})
+    assert analysis.renamed(mapping) == rename(remove_comments(THESIS, "python"), "python", mapping)
+    with pytest.raises(ValueError, match="capture"):
+        analysis.renamed({"s": "is_datetime64tz_dtype"})
 
 
 def _shape(code: str, language: str) -> tuple[bool, list[str]]:

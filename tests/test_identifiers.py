@@ -9,8 +9,17 @@ import textwrap
 import pytest
 from corpora import THESIS_ORDERED_ID, THESIS_SNIPPET, AstRenamer, local_functions
 
-from csbench.code.comments import parse_snippet
-from csbench.code.identifiers import Identifiers, rename, snippet_identifiers
+from csbench.code.comments import comment_edits, comment_nodes, parse_snippet
+from csbench.code.identifiers import (
+    IMPLEMENTED,
+    Identifiers,
+    identifiers_and_comments,
+    rename,
+    rename_edits,
+    snippet_identifiers,
+    splice,
+)
+from csbench.code.languages import language_spec
 from csbench.code.parsing import leaves
 
 
@@ -730,3 +739,70 @@ def _tree_sitter_property(language: str, minimum: int) -> None:
 )
 def test_property_renaming_reparses(language: str, minimum: int):
     _tree_sitter_property(language, minimum)
+
+
+# ------------------------------------------------------------------- query-based analysis, fused path
+
+
+def test_wrapper_names_are_not_the_snippets():
+    # a lone method is parsed inside `class __Snippet {...}`: the wrapper's class is not the snippet's
+    js = "configure(opts) {\n    this.dir = opts.dir || 'x';\n}"
+    assert parse_snippet(js, "javascript").offset > 0
+    found = snippet_identifiers(js, "javascript")
+    assert found.names == ("configure", "opts") and "__Snippet" not in found.reserved
+    java = "int twice(int x) { return x * 2; }"
+    assert "__Snippet" not in snippet_identifiers(java, "java").reserved
+
+
+def test_go_specs_with_several_names_bind_each():
+    # tree-sitter gives the comma between two `var` names the field `name` too: only identifiers bind
+    code = "func f() int {\n\tvar a, b = 1, 2\n\tconst c, d = 3, 4\n\treturn a + b + c + d\n}"
+    found = snippet_identifiers(code, "go")
+    assert found.names == ("f", "a", "b", "c", "d")
+    assert all(len(found.occurrences[name]) == 2 for name in "abcd")
+
+
+@pytest.mark.parametrize("language", IMPLEMENTED)
+def test_analysis_finds_the_comments_the_comment_query_finds(language):
+    """The comment nodes the analysis collects (its query; Python: its walk) are the ones comment
+    removal would look for itself, so the fused comment edits are the plain ones."""
+    codes = local_functions(language, 150)
+    assert codes
+    for code in codes:
+        snippet = parse_snippet(code, language)
+        ids, found = identifiers_and_comments(code, language, snippet)
+        assert ids == snippet_identifiers(code, language)
+        assert comment_edits(code, language, snippet, found) == comment_edits(code, language)
+        if found is not None and language != "python":
+            spec = language_spec(language)
+            assert [(n.start_byte, n.end_byte) for n in found] == [
+                (n.start_byte, n.end_byte) for n in comment_nodes(snippet.tree.root_node, spec.comment_types)
+            ]
+
+
+@pytest.mark.parametrize(
+    ("code", "falls_back"),
+    [
+        ("def f(a):  # after the colon\n    return a  # trailing\n", False),
+        ('def f(a):\n    """Doc."""\n    # alone\n    return a\n', False),
+        ('def f(a):\n    return "#" + a  # a # in a string\n', True),
+        ("def f(a):\n    return (a  # inside an attribute\n            .b)\n", True),
+    ],
+)
+def test_python_walk_collects_comments_or_hands_over_to_the_query(code, falls_back):
+    snippet = parse_snippet(code, "python")
+    _, found = identifiers_and_comments(code, "python", snippet)
+    assert (found is None) == falls_back  # None: a `#` outside the comments met, the query decides
+    assert comment_edits(code, "python", snippet, found) == comment_edits(code, "python")
+
+
+def test_rename_edits_merge_other_edits_and_validate():
+    code = "def f(a):  # c\n    return a\n"
+    found = snippet_identifiers(code, "python")
+    comment = (9, 14, b"")
+    edits = rename_edits("python", {"a": "b"}, found, [comment])
+    assert edits == [(6, 7, b"b"), comment, (26, 27, b"b")]
+    assert splice(code.encode(), edits).decode() == "def f(b):\n    return b\n"
+    assert rename(code, "python", {"a": "b"}) == "def f(b):  # c\n    return b\n"
+    with pytest.raises(ValueError, match="one-to-one"):
+        rename_edits("python", {"a": "f"}, found)

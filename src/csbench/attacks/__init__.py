@@ -24,6 +24,8 @@ nothing).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
 import multiprocessing
@@ -38,8 +40,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from csbench.attacks import renaming as R
-from csbench.code.comments import remove_comments
-from csbench.code.identifiers import IMPLEMENTED, rename
+from csbench.code.comments import Snippet, parse_snippet, remove_comments
+from csbench.code.identifiers import IMPLEMENTED
 from csbench.code.parsing import LANGUAGES
 from csbench.registry import Registry, UnknownNameError
 
@@ -213,17 +215,34 @@ def check_languages(spec: str, components: Sequence[Component], found: Sequence[
 # -------------------------------------------------------------------------------------------- running
 
 
-def _analyse_job(job: tuple[str, str, bool]) -> tuple[str, R.Identifiers | None, str]:
+def _analyse_job(job: tuple[str, str, bool], snippet: Snippet | None = None) -> tuple[R.Analysis | None, str, str]:
+    """(analysis, "", "") or, when the analysis fails, (None, the code the attack keeps, the error).
+    ``snippet``: the code already parsed (``parse_snippet``)."""
     code, language, keep_comments = job
     try:
-        text, ids = R.analyse(code, language, keep_comments)
-        return text, ids, ""
+        return R.analyse(code, language, keep_comments, snippet=snippet), "", ""
     except Exception as err:  # one odd snippet must not stop a 250k-snippet attack
         try:
             text = code if keep_comments else remove_comments(code, language)
         except Exception:
             text = code
-        return text, None, f"{type(err).__name__}: {err}"
+        return None, text, f"{type(err).__name__}: {err}"
+
+
+# Snippets parsed together before they are analysed: tree-sitter's tables and the analysis code each
+# stay in the CPU caches, some 10% faster than alternating parse and analysis snippet by snippet.
+_BATCH = 64
+
+
+def _analyse_batch(jobs: list[tuple[str, str, bool]]) -> list[tuple[R.Analysis | None, str, str]]:
+    """``_analyse_job`` over a batch of jobs: all parsed first, then all analysed."""
+    snippets: list[Snippet | None] = []
+    for code, language, _ in jobs:
+        try:
+            snippets.append(parse_snippet(code, language))
+        except Exception:  # analysed again, failing there, and reported
+            snippets.append(None)
+    return [_analyse_job(job, snippet) for job, snippet in zip(jobs, snippets, strict=True)]
 
 
 def _strip_job(job: tuple[str, str]) -> str:
@@ -231,20 +250,24 @@ def _strip_job(job: tuple[str, str]) -> str:
     return remove_comments(code, language)
 
 
-def _pool_map(fn: Callable, jobs: list, workers: int, desc: str, progress: bool) -> Iterator:
-    """``map(fn, jobs)`` in input order over ``workers`` forked processes, with a progress bar."""
-    bar = tqdm(total=len(jobs), desc=desc, unit="fn", disable=not progress, mininterval=2)
-    if workers <= 1 or len(jobs) < 64:
-        for job in jobs:
+def _pool_map(
+    fn: Callable, jobs: list, workers: int, desc: str, progress: bool, sizes: list[int] | None = None
+) -> Iterator:
+    """``map(fn, jobs)`` in input order over ``workers`` forked processes, with a progress bar
+    (``sizes``: how many functions each job holds, one if not given)."""
+    total = sum(sizes) if sizes is not None else len(jobs)
+    bar = tqdm(total=total, desc=desc, unit="fn", disable=not progress, mininterval=2)
+    if workers <= 1 or total < 64:
+        for i, job in enumerate(jobs):
             yield fn(job)
-            bar.update()
+            bar.update(sizes[i] if sizes is not None else 1)
     else:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         chunk = max(1, min(256, len(jobs) // (workers * 8)))
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
-            for result in pool.map(fn, jobs, chunksize=chunk):
+            for i, result in enumerate(pool.map(fn, jobs, chunksize=chunk)):
                 yield result
-                bar.update()
+                bar.update(sizes[i] if sizes is not None else 1)
     bar.close()
 
 
@@ -334,27 +357,49 @@ def _attack_unique(
     if not renamings and comment is not None and not translate:
         codes = list(_pool_map(_strip_job, [(c, lang) for lang, c in unique], workers, spec, progress))
     for step, component in enumerate(renamings):
-        jobs = [(code, lang, translate or step > 0) for code, (lang, _) in zip(codes, unique, strict=True)]
-        analysed = list(_pool_map(_analyse_job, jobs, workers, f"{spec}: analyse", progress))
-        items, where = [], []
-        for i, (text, ids, error) in enumerate(analysed):
-            codes[i] = text
-            if ids is None:
-                _failed(report, unique[i], error)
-                continue
-            items.append(R.Item(unique[i][0], unique[i][1], ids))
-            where.append(i)
-        proposals = component.attack.strategy(items, component.params)
-        for i, item, proposal in zip(where, items, proposals, strict=True):
-            mapping = R.settle(item.identifiers, item.language, proposal)
-            codes[i] = rename(codes[i], item.language, mapping, item.identifiers)
-            composed[i] = _compose(composed[i], mapping) if step else mapping
+        with _without_cyclic_gc():
+            jobs = [(code, lang, translate or step > 0) for code, (lang, _) in zip(codes, unique, strict=True)]
+            batches = [jobs[i : i + _BATCH] for i in range(0, len(jobs), _BATCH)]
+            sizes = [len(batch) for batch in batches]
+            analysed = [
+                result
+                for results in _pool_map(_analyse_batch, batches, workers, f"{spec}: analyse", progress, sizes)
+                for result in results
+            ]
+            items, where = [], []
+            for i, (analysis, text, error) in enumerate(analysed):
+                if analysis is None:
+                    codes[i] = text
+                    _failed(report, unique[i], error)
+                    continue
+                items.append(R.Item(unique[i][0], unique[i][1], analysis.identifiers))
+                where.append(i)
+            proposals = component.attack.strategy(items, component.params)
+            for i, item, proposal in zip(where, items, proposals, strict=True):
+                mapping = R.settle(item.identifiers, item.language, proposal)
+                codes[i] = analysed[i][0].renamed(mapping)  # comment removal and renaming in one splice
+                composed[i] = _compose(composed[i], mapping) if step else mapping
+            del analysed, items
     if translate:
         from csbench.attacks.translation import Apertium, translate_frame
 
         frame = pd.DataFrame({"language": [lang for lang, _ in unique], "code": codes})
         codes = translate_frame(frame, Apertium(pair=comment.params["pair"]), workers)["code"].tolist()
     return codes, composed
+
+
+@contextlib.contextmanager
+def _without_cyclic_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector: the analysis allocates many small containers (and
+    no reference cycles), and each collection would re-scan every object alive, the growing list
+    of analyses included; reference counting still frees everything as usual."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _compose(first: dict[str, str], second: dict[str, str]) -> dict[str, str]:

@@ -24,19 +24,17 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from csbench.code.comments import Edit, apply_edits, comment_edits, parse_snippet
-from csbench.code.identifiers import Identifiers, is_valid_name, snippet_identifiers
+from csbench.code.comments import Edit, Snippet, apply_edits, comment_edits, parse_snippet
+from csbench.code.identifiers import Identifiers, identifiers_and_comments, is_valid_name, rename_edits, splice
 
 Mapping = dict[str, str]
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """One distinct snippet of a dataset, in dataset order: its language, the code the attack was given,
-    and the identifiers of the code the renaming applies to."""
+    and the identifiers of the code the renaming applies to (spans: see ``Analysis``)."""
 
     language: str
     source: str
@@ -46,21 +44,81 @@ class Item:
 # ------------------------------------------------------------------------------------------ analysis
 
 
-def analyse(code: str, language: str, keep_comments: bool = False) -> tuple[str, Identifiers]:
+class Analysis(NamedTuple):
+    """What a renaming attack needs of one snippet, from one parse: ``data``, the UTF-8 code given;
+    ``edits``, the comment edits that turn it into the code the renaming applies to (none when the
+    comments are kept); ``identifiers``, the identifiers of that code with their spans over ``data``
+    (occurrences inside a comment edit are left out, and so are names left without one)."""
+
+    language: str
+    data: bytes
+    edits: tuple[Edit, ...]
+    identifiers: Identifiers
+
+    @property
+    def text(self) -> str:
+        """The code the renaming applies to: ``data`` with the comment edits applied."""
+        return apply_edits(self.data, list(self.edits)).decode("utf-8")
+
+    def renamed(self, mapping: Mapping) -> str:
+        """``text`` renamed by ``mapping`` (validated as ``identifiers.rename`` does): the comment
+        edits and the renaming spliced into ``data`` at once."""
+        return splice(self.data, rename_edits(self.language, mapping, self.identifiers, self.edits)).decode("utf-8")
+
+    def shifted_identifiers(self) -> Identifiers:
+        """``identifiers`` with spans over ``text`` (what ``snippet_identifiers(text)`` gives)."""
+        return shift_identifiers(self.identifiers, self.edits)
+
+
+def analyse(code: str, language: str, keep_comments: bool = False, snippet: Snippet | None = None) -> Analysis:
     """The code a renaming applies to and its identifiers, from one parse.
 
     ``keep_comments=False`` (every renaming attack on its own): the ``no_comment`` version of ``code``
-    and its identifiers; equal to ``snippet_identifiers(remove_comments(code, language), language)``,
-    but computed from the one parse of ``code`` by moving the identifier spans through the comment
-    edits (tests/test_attacks.py checks the equality on real code in all seven languages).
-    ``keep_comments=True`` (composed with ``translation``): ``code`` itself and its identifiers.
+    (``Analysis.text``) with the identifiers ``snippet_identifiers(remove_comments(code, language),
+    language)`` finds, computed from the one parse of ``code``: the spans stay over ``code`` and a
+    renaming is spliced in together with the comment edits (tests/test_attacks.py checks the equality
+    on real code in all seven languages). ``keep_comments=True`` (composed with ``translation``):
+    ``code`` itself and its identifiers. ``snippet``: ``parse_snippet(code, language)`` if the caller
+    has it.
     """
-    snippet = parse_snippet(code, language)
-    ids = snippet_identifiers(code, language, snippet)
+    snippet = snippet if snippet is not None else parse_snippet(code, language)
+    ids, found = identifiers_and_comments(code, language, snippet)
     if keep_comments:
-        return code, ids
-    data, edits = comment_edits(code, language, snippet)
-    return apply_edits(data, edits).decode("utf-8"), shift_identifiers(ids, edits)
+        return Analysis(language, snippet.data, (), ids)
+    data, edits = comment_edits(code, language, snippet, found)
+    if not edits:
+        return Analysis(language, data, (), ids)
+    return Analysis(language, data, tuple(edits), _without_edited(ids, edits))
+
+
+def _without_edited(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
+    """``ids`` without the occurrences inside an edit (and names left without any), spans unchanged."""
+    if not edits:
+        return ids
+    starts = [start for start, _, _ in edits]
+    ends = [end for _, end, _ in edits]
+    occurrences = ids.occurrences
+    kept: dict[str, tuple[tuple[int, int], ...]] = {}
+    changed = False
+    for name in ids.names:
+        spans = occurrences[name]
+        moved = []
+        for span in spans:
+            i = bisect_right(ends, span[0])  # edits that end at or before the span
+            if i < len(starts) and starts[i] < span[1]:  # overlaps the next edit: removed with it
+                continue
+            moved.append(span)
+        if len(moved) != len(spans):
+            changed = True
+            if not moved:
+                continue
+            spans = tuple(moved)
+        kept[name] = spans
+    if not changed:
+        return ids
+    names = tuple(sorted(kept, key=lambda name: kept[name][0]))
+    roles = {name: ids.roles[name] for name in names}
+    return Identifiers(names=names, roles=roles, occurrences=kept, reserved=ids.reserved)
 
 
 def shift_identifiers(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
@@ -102,15 +160,19 @@ def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
     theirs), with each proposal made valid, unique and capture-free (module docstring). Names that keep
     theirs are fixed first; proposals are settled in identifier order."""
     taken = set(ids.reserved)
-    final: Mapping = {}
+    moved = []
     for name in ids.names:
-        if name not in proposals or proposals[name] == name:
+        new = proposals.get(name, name)
+        if new == name:
             taken.add(name)
-    for name in ids.names:
-        if name in proposals and proposals[name] != name:
-            new = _fresh(proposals[name], language, taken)
-            taken.add(new)
-            final[name] = new
+        else:
+            moved.append((name, new))
+    final: Mapping = {}
+    for name, new in moved:
+        if new in taken or not is_valid_name(new, language):
+            new = _fresh(new, language, taken)
+        taken.add(new)
+        final[name] = new
     return {name: final.get(name, name) for name in ids.names}
 
 

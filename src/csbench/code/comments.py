@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tree_sitter import Node, Tree
@@ -30,14 +31,21 @@ def is_docstring_literal(node: Node) -> bool:
 
 def python_docstring_node(owner: Node) -> Node | None:
     """The docstring statement of a Python module / function / class node, if it has one."""
+    found = _python_docstring(owner)
+    return found[1] if found is not None else None
+
+
+def _python_docstring(owner: Node) -> tuple[Node, Node] | None:
+    """(body, docstring statement) of a module / function / class node that has a docstring."""
     body = owner if owner.type == "module" else owner.child_by_field_name("body")
     if body is None:
         return None
-    for child in body.named_children:
+    for i in range(body.named_child_count):  # (named_child(i): no node built for the other statements)
+        child = body.named_child(i)
         if child.type == "comment":
             continue
         is_expression = child.type == "expression_statement" and child.named_child_count == 1
-        return child if is_expression and is_docstring_literal(child.named_children[0]) else None
+        return (body, child) if is_expression and is_docstring_literal(child.named_child(0)) else None
     return None
 
 
@@ -60,12 +68,17 @@ def _comment_edit(data: bytes, node: Node) -> tuple[int, int, bytes]:
     return start, end, b""
 
 
-def _docstring_edit(data: bytes, owner: Node, doc: Node) -> tuple[int, int, bytes]:
+def _docstring_edit(data: bytes, owner: Node, doc: Node, body: Node) -> tuple[int, int, bytes]:
+    """``body``: the block ``doc`` opens (its parent)."""
     line_start, line_end = _line_of(data, doc.start_byte, doc.end_byte)
     before = data[line_start : doc.start_byte]
     after = data[doc.end_byte : line_end]
-    body = doc.parent
-    only_statement = body is not None and all(c.type == "comment" or c == doc for c in body.named_children)
+    only_statement = True
+    for i in range(body.named_child_count):
+        child = body.named_child(i)
+        if child.type != "comment" and child != doc:
+            only_statement = False
+            break
     semicolon = re.match(rb"[ \t]*;[ \t]*", after)
     rest = after[semicolon.end() :] if semicolon else after
     if semicolon and rest.strip() and not rest.strip().startswith(b"#"):
@@ -97,26 +110,35 @@ def remove_comments(code: str, language: str) -> str:
     return apply_edits(data, edits).decode("utf-8")
 
 
-def comment_edits(code: str, language: str, snippet: Snippet | None = None) -> tuple[bytes, list[Edit]]:
+def comment_edits(
+    code: str, language: str, snippet: Snippet | None = None, found: Sequence[Node] | None = None
+) -> tuple[bytes, list[Edit]]:
     """``code`` as UTF-8 bytes and the sorted, non-overlapping edits ``remove_comments`` applies to them.
 
     ``snippet`` is ``parse_snippet(code, language)`` when the caller already has it (the code attacks
-    parse once for comment removal and identifier analysis).
+    parse once for comment removal and identifier analysis). ``found``: the nodes of that parse the
+    comment query would find, when the caller's own query already captured them: the comment nodes
+    in document order (Python: the comment nodes and the possible docstring owners -- ``module``,
+    ``function_definition``, ``class_definition`` -- in any order).
     """
     snippet = snippet if snippet is not None else parse_snippet(code, language)
     if language != "python":
-        return snippet.data, _comment_edits_other(snippet, language_spec(language))
+        if found is not None and not found:  # no comment
+            return snippet.data, []
+        spec = language_spec(language)
+        nodes = found if found is not None else comment_nodes(snippet.tree.root_node, spec.comment_types, language)
+        return snippet.data, _comment_edits_other(snippet, spec, nodes)
     data = snippet.data
+    if found is None:
+        found = [node for node, _ in get_query("python", _PY_COMMENT_QUERY).captures(snippet.tree.root_node)]
     edits: list[Edit] = []
-    root = snippet.tree.root_node
-    for node in get_query("python", _PY_COMMENT_QUERY).captures(root):
-        node = node[0]
+    for node in found:
         if node.type == "comment":
             edits.append(_comment_edit(data, node))
         else:
-            doc = python_docstring_node(node)
-            if doc is not None:
-                edits.append(_docstring_edit(data, node, doc))
+            docstring = _python_docstring(node)
+            if docstring is not None:
+                edits.append(_docstring_edit(data, node, docstring[1], docstring[0]))
     return data, _merge(edits)
 
 
@@ -173,11 +195,15 @@ _NO_SPACE_AFTER = b"(["
 _NO_SPACE_BEFORE = b")],;"
 
 
-def _comment_edits_other(snippet: Snippet, spec: LanguageSpec) -> list[Edit]:
+def _comment_edits_other(snippet: Snippet, spec: LanguageSpec, nodes: Sequence[Node]) -> list[Edit]:
     data, offset = snippet.data, snippet.offset
     spans: list[tuple[int, int]] = []
-    for node in comment_nodes(snippet.tree.root_node, spec.comment_types, spec.name):
-        start, end = max(node.start_byte, offset) - offset, min(node.end_byte, snippet.end) - offset
+    last_end = -1
+    for node in nodes:
+        if node.end_byte <= last_end:  # inside the previous comment (as ``captured`` drops it)
+            continue
+        last_end = node.end_byte
+        start, end = max(node.start_byte, offset) - offset, min(last_end, snippet.end) - offset
         if start >= end:
             continue
         while end > start and data[end - 1 : end] in (b"\r", b"\n"):

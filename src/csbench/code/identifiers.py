@@ -9,6 +9,13 @@ spans.
 All seven languages (python, go, java, javascript, php, ruby, r) are implemented; the rules per
 language follow. Byte spans are offsets into ``code.encode("utf-8")``.
 
+How (speed matters: the code attacks analyse every function of a dataset): Python is analysed by a
+walk over the named nodes that follows Python's scoping; the other languages by one tree-sitter query
+each, which finds in C the identifiers, comments, scopes and binding constructs (and the identifiers
+in positions that are not variables), so that Python code only touches those nodes. Both also
+collect the comment nodes comment removal needs (``identifiers_and_comments``), so an attack parses
+and traverses each snippet once.
+
 Python rules (tree-sitter based, scope aware)
 ---------------------------------------------
 Scopes follow Python: the module (holds the snippet's own function name), functions, lambdas,
@@ -126,14 +133,17 @@ names, ``with()``) and ``assign()`` / ``get()`` with names in strings.
 from __future__ import annotations
 
 import builtins
+import functools
 import keyword
 import re
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tree_sitter import Node
+from tree_sitter import Node, Query
 
 from csbench.code.comments import Snippet, parse_snippet
-from csbench.code.parsing import LANGUAGES, walk
+from csbench.code.parsing import LANGUAGES, get_parser, get_query, walk
 
 ROLES = ("fun", "arg", "var")
 IMPLEMENTED = ("python", "php", "go", "javascript", "java", "ruby", "r")
@@ -169,26 +179,37 @@ def snippet_identifiers(code: str, language: str, snippet: Snippet | None = None
 
     ``snippet`` is ``parse_snippet(code, language)`` when the caller already has it.
     """
+    return identifiers_and_comments(code, language, snippet)[0]
+
+
+def identifiers_and_comments(
+    code: str, language: str, snippet: Snippet | None = None
+) -> tuple[Identifiers, list[Node] | None]:
+    """``snippet_identifiers`` and, found by the same tree-sitter query, the nodes
+    ``comments.comment_edits`` needs (its ``found`` argument; ``None`` where the analysis does not
+    collect them)."""
     _check_language(language)
     snippet = snippet if snippet is not None else parse_snippet(code, language)
     if language == "php":
-        return _php_identifiers(snippet)
+        return _php_analysis(snippet)
     if language == "go":
-        return _go_identifiers(snippet)
+        return _go_analysis(snippet)
     if language == "javascript":
-        return _js_identifiers(snippet)
+        return _js_analysis(snippet)
     if language == "java":
-        return _java_identifiers(snippet)
+        return _java_analysis(snippet)
     if language == "ruby":
-        return _ruby_identifiers(snippet)
+        return _ruby_analysis(snippet)
     if language == "r":
-        return _r_identifiers(snippet)
-    return _PythonAnalyzer(snippet).run()
+        return _r_analysis(snippet)
+    analyzer = _PythonAnalyzer(snippet)
+    return analyzer.run(), analyzer.comment_nodes()
 
 
 _PHP_NAME = re.compile(r"^[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*$")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the attacks check the same names over and over
 def is_valid_name(name: str, language: str) -> bool:
     """Whether ``name`` can replace a defined name in ``language`` (PHP: without the ``$``)."""
     _check_language(language)
@@ -222,12 +243,25 @@ def rename(code: str, language: str, mapping: dict[str, str], identifiers: Ident
 
     ``identifiers`` defaults to ``snippet_identifiers(code, language)``.
     """
-    _check_language(language)
     ids = identifiers if identifiers is not None else snippet_identifiers(code, language)
-    unknown = [old for old in mapping if old not in ids.roles]
-    if unknown:
-        raise ValueError(f"not identifiers the snippet defines: {unknown}")
-    invalid = [new for old, new in mapping.items() if new != old and not is_valid_name(new, language)]
+    return splice(code.encode("utf-8"), rename_edits(language, mapping, ids)).decode("utf-8")
+
+
+def rename_edits(
+    language: str,
+    mapping: dict[str, str],
+    ids: Identifiers,
+    edits: Sequence[tuple[int, int, bytes]] = (),
+) -> list[tuple[int, int, bytes]]:
+    """The edits ``(start, end, new name)`` that apply ``mapping`` to the spans of ``ids``, merged with
+    ``edits`` (other edits of the same code that no span overlaps, e.g. comment removal) and sorted,
+    for ``splice``. ``ValueError`` unless the renaming is valid (the rules ``rename`` lists)."""
+    _check_language(language)
+    roles = ids.roles
+    if not roles.keys() >= mapping.keys():
+        raise ValueError(f"not identifiers the snippet defines: {[old for old in mapping if old not in roles]}")
+    changed = [(old, new) for old, new in mapping.items() if new != old]
+    invalid = [new for _, new in changed if not is_valid_name(new, language)]
     if invalid:
         raise ValueError(f"not valid {language} identifiers: {invalid}")
     final: dict[str, str] = {}
@@ -236,22 +270,31 @@ def rename(code: str, language: str, mapping: dict[str, str], identifiers: Ident
         if new in final:
             raise ValueError(f"renaming is not one-to-one: {final[new]!r} and {name!r} both become {new!r}")
         final[new] = name
-    captured = sorted({new for old, new in mapping.items() if new != old and new in ids.reserved})
-    if captured:
+    reserved = ids.reserved
+    if not reserved.isdisjoint([new for _, new in changed]):
+        captured = sorted({new for _, new in changed if new in reserved})
         raise ValueError(f"renaming would capture names the snippet uses but does not define: {captured}")
-    data = code.encode("utf-8")
-    edits = sorted(
-        (span, mapping[name].encode("utf-8"))
-        for name in mapping
-        if mapping[name] != name
-        for span in ids.occurrences[name]
-    )
-    pieces, cursor = [], 0
-    for (start, end), new in edits:  # one pass: linear in the size of the code
-        pieces += (data[cursor:start], new)
+    out = list(edits)
+    occurrences = ids.occurrences
+    for old, new in changed:
+        replacement = new.encode("utf-8")
+        out += [(start, end, replacement) for start, end in occurrences[old]]
+    out.sort()
+    return out
+
+
+def splice(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
+    """``data`` with sorted, non-overlapping edits ``(start, end, replacement)`` applied, in one pass."""
+    if not edits:
+        return data
+    pieces = []
+    cursor = 0
+    for start, end, replacement in edits:
+        pieces.append(data[cursor:start])
+        pieces.append(replacement)
         cursor = end
     pieces.append(data[cursor:])
-    return b"".join(pieces).decode("utf-8")
+    return b"".join(pieces)
 
 
 # ----------------------------------------------------------------------------------------------- python
@@ -315,6 +358,9 @@ class _PythonAnalyzer:
         # (node, scope, role or None for a reference, excluded-binding flag)
         self.occ: list[tuple[Node, _Scope, str | None]] = []
         self.excluded: set[str] = set()
+        # met on the way, for the comment removal: comments, and the nodes that may own a docstring
+        self.comments: list[Node] = []
+        self.owners: list[Node] = [self.root]
 
     # -- collection
 
@@ -325,11 +371,11 @@ class _PythonAnalyzer:
         """``role`` empty: a binding that must be left alone (import, class body, class name)."""
         if scope.kind == "class":
             role = ""
-        scope.bind(node.text.decode("utf-8"), role)
+        scope.bind(self.data[node.start_byte : node.end_byte].decode("utf-8"), role)
         self.occ.append((node, scope, role))
 
     def leave_alone(self, node: Node) -> None:
-        self.excluded.add(node.text.decode("utf-8"))
+        self.excluded.add(self.data[node.start_byte : node.end_byte].decode("utf-8"))
 
     def target(self, node: Node, scope: _Scope, role: str = "var") -> None:
         kind = node.type
@@ -343,25 +389,31 @@ class _PythonAnalyzer:
 
     def visit_children(self, node: Node, scope: _Scope) -> None:
         # unnamed children are keywords and punctuation: no names below them (the hot loop of the
-        # analysis: `visit` inlined, leaves without names skipped)
+        # analysis: `visit` inlined, dispatch on the node's kind id, leaves without names skipped)
+        actions = _py_actions()
         for child in node.named_children:
-            kind = child.type
-            if kind == "identifier":
+            action = actions.get(child.kind_id, _GENERIC)
+            if action is _IDENTIFIER:
                 self.occ.append((child, scope, None))
-            elif kind not in _PY_NO_NAMES:
-                self.visit(child, scope)
+            elif action is _GENERIC:
+                if child.named_child_count:
+                    self.visit_children(child, scope)
+            elif action is _COMMENT:
+                self.comments.append(child)
+            elif action is not _NO_NAMES:
+                action(self, child, scope)
 
     def visit(self, node: Node, scope: _Scope) -> None:
-        kind = node.type
-        handler = _PY_HANDLERS.get(kind)
-        if handler is not None:
-            handler(self, node, scope)
-        elif kind == "identifier":
-            self.ref(node, scope)
-        elif kind in _COMPREHENSIONS:
-            self._comprehension(node, scope)
-        elif node.child_count:
-            self.visit_children(node, scope)
+        action = _py_actions().get(node.kind_id, _GENERIC)
+        if action is _IDENTIFIER:
+            self.occ.append((node, scope, None))
+        elif action is _GENERIC:
+            if node.named_child_count:
+                self.visit_children(node, scope)
+        elif action is _COMMENT:
+            self.comments.append(node)
+        elif action is not _NO_NAMES:
+            action(self, node, scope)
 
     def _string(self, node: Node, scope: _Scope) -> None:
         for child in node.named_children:  # only an f-string's interpolations hold names
@@ -454,14 +506,21 @@ class _PythonAnalyzer:
                 self.visit(child, inner)
 
     def _function_definition(self, node: Node, scope: _Scope) -> None:
+        self.owners.append(node)
         name = node.child_by_field_name("name")
         self.bind(name, scope, "fun" if scope.kind == "module" else "var")
         inner = _Scope("function", scope)
-        self.parameters(node.child_by_field_name("parameters"), scope, inner)
+        params = node.child_by_field_name("parameters")
+        self.parameters(params, scope, inner)
         returns = node.child_by_field_name("return_type")
         if returns is not None:
             self.visit(returns, scope)
-        self.visit(node.child_by_field_name("body"), inner)
+        body = node.child_by_field_name("body")
+        header_end = (returns or params).end_byte
+        if body is not None and self.data.find(b"#", header_end, body.start_byte) != -1:
+            # a comment after the colon belongs to the definition, not to its body
+            self.comments += [child for child in node.children if child.type == "comment"]
+        self.visit(body, inner)
 
     def _lambda(self, node: Node, scope: _Scope) -> None:
         inner = _Scope("function", scope)
@@ -493,6 +552,7 @@ class _PythonAnalyzer:
                 self.visit(param, outer)
 
     def _class_definition(self, node: Node, scope: _Scope) -> None:
+        self.owners.append(node)
         self.bind(node.child_by_field_name("name"), scope, "")
         inner = _Scope("class", scope)
         for child in node.children:
@@ -531,32 +591,47 @@ class _PythonAnalyzer:
         self.visit_children(self.root, module)
         spans: dict[str, list[tuple[int, int]]] = {}
         roles: dict[str, tuple[int, str]] = {}
-        bad = set(self.excluded) | PYTHON_BUILTINS
+        bad = set(self.excluded)
         used: set[str] = set(self.excluded)
         data = self.data
+        resolved: dict[tuple[str, _Scope], str | None] = {}  # (name, scope of a reference) -> role
+        builtin_names = PYTHON_BUILTINS
         for node, scope, role in self.occ:
-            name = data[node.start_byte : node.end_byte].decode("utf-8")
+            position = node.start_byte
+            stop = node.end_byte
+            name = data[position:stop].decode("utf-8")
             used.add(name)
+            if name in bad or name in builtin_names:  # left alone whatever this occurrence is
+                continue
             if role is None:
-                found, role = self.resolve(name, scope)
-                if found is None or not role:
-                    bad.add(name)
-                    continue
-            elif not role:
+                key = (name, scope)
+                role = resolved.get(key, _UNRESOLVED)
+                if role is _UNRESOLVED:
+                    role = resolved[key] = self.resolve(name, scope)[1]
+            if not role:  # free, or bound where it must be left alone
                 bad.add(name)
                 continue
-            spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-            if name not in roles or node.start_byte < roles[name][0]:
-                roles[name] = (node.start_byte, role)
-        defined = [name for name in spans if name not in bad]
-        occurrences = {name: tuple(sorted(set(spans[name]))) for name in defined}
-        names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
-        return Identifiers(
-            names=names,
-            roles={name: roles[name][1] for name in names},
-            occurrences={name: occurrences[name] for name in names},
-            reserved=frozenset(used - set(names)),
-        )
+            if name in spans:
+                spans[name].append((position, stop))
+                if position < roles[name][0]:
+                    roles[name] = (position, role)
+            else:
+                spans[name] = [(position, stop)]
+                roles[name] = (position, role)
+        return _assemble(spans, roles, bad, used, 0, PYTHON_BUILTINS)
+
+    def comment_nodes(self) -> list[Node] | None:
+        """The comments and possible docstring owners met (``comment_edits``'s ``found``), or ``None``
+        if a ``#`` of the code is in no comment met (a comment the walk does not reach, or a ``#`` in
+        a string): the caller then runs the comment query."""
+        data = self.data
+        total = data.count(b"#")
+        if total:
+            comments = {node.start_byte: node for node in self.comments}
+            if sum(data.count(b"#", start, node.end_byte) for start, node in comments.items()) != total:
+                return None
+            return [*comments.values(), *self.owners]
+        return self.owners
 
 
 # node type -> the _PythonAnalyzer method that handles it (`_assignment` handles `assignment`)
@@ -565,6 +640,33 @@ _PY_HANDLERS = {
     for name, method in vars(_PythonAnalyzer).items()
     if name.startswith("_") and not name.startswith("__") and callable(method)
 }
+
+
+_IDENTIFIER, _GENERIC, _COMMENT, _NO_NAMES = "identifier", "generic", "comment", "no names"
+_UNRESOLVED = object()
+
+
+@functools.cache
+def _py_actions() -> dict[int, object]:
+    """Node kind id -> what ``_PythonAnalyzer.visit`` does with such a node: its handler, or one of
+    ``_IDENTIFIER`` (a reference), ``_COMMENT``, ``_NO_NAMES`` (a leaf kind without names below),
+    ``_GENERIC`` (visit the named children; also for ids not listed, such as ``ERROR``). Kinds are
+    matched by name, as ``node.type`` would be (a keyword token shares the name of a node kind)."""
+    language = _tree_sitter_language("python")
+    actions: dict[int, object] = {}
+    for kind_id in range(language.node_kind_count):
+        name = language.node_kind_for_id(kind_id)
+        if name == "identifier":
+            actions[kind_id] = _IDENTIFIER
+        elif name == "comment":
+            actions[kind_id] = _COMMENT
+        elif name in _PY_HANDLERS:
+            actions[kind_id] = _PY_HANDLERS[name]
+        elif name in _COMPREHENSIONS:
+            actions[kind_id] = _PythonAnalyzer._comprehension
+        elif name in _PY_NO_NAMES:
+            actions[kind_id] = _NO_NAMES
+    return actions
 
 
 def _identifiers(node: Node) -> list[Node]:
@@ -576,6 +678,93 @@ def _identifiers(node: Node) -> list[Node]:
             found.append(current)
         stack.extend(current.children)
     return found
+
+
+# ----------------------------------------------------------------------------------- query helpers
+
+
+def _captures(language: str, root: Node) -> dict[str, list[Node]]:
+    """The nodes the analysis query of ``language`` captures below ``root``, by capture name (each list
+    in document order). One query per language: its traversal of the tree, in C, costs about the same
+    for any set of patterns, and is most of the cost of a capture."""
+    query, names = _analysis_query(language)
+    found: dict[str, list[Node]] = {name: [] for name in names}
+    for node, name in query.captures(root):
+        found[name].append(node)
+    return found
+
+
+@functools.cache
+def _analysis_query(language: str) -> tuple[Query, tuple[str, ...]]:
+    source = _QUERIES[language]()
+    return get_query(language, source), tuple(dict.fromkeys(re.findall(r"@(\w+)", source)))
+
+
+@functools.cache
+def _grammar_kinds(language: str) -> frozenset[str]:
+    """The named node kinds of the language's tree-sitter grammar."""
+    grammar = _tree_sitter_language(language)
+    return frozenset(
+        grammar.node_kind_for_id(kind_id)
+        for kind_id in range(grammar.node_kind_count)
+        if grammar.node_kind_is_named(kind_id)
+    )
+
+
+def _any(language: str, kinds: Iterable[str]) -> str:
+    """A query alternation ``[(a) (b) ...]`` of the node kinds the grammar has (sorted)."""
+    return "[" + " ".join(f"({kind})" for kind in sorted(set(kinds) & _grammar_kinds(language))) + "]"
+
+
+def _tree_sitter_language(language: str):
+    import warnings
+
+    import tree_sitter_languages
+
+    get_parser(language)  # checks the language
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # as in csbench.code.parsing
+        return tree_sitter_languages.get_language(language)
+
+
+def _in_reach(bindings: list[tuple[int, int, int]] | None, position: int) -> bool:
+    """Whether a binding (scope start, scope end, visible from) reaches ``position``."""
+    if bindings:
+        for begin, stop, visible in bindings:
+            if begin <= position < stop and position >= visible:
+                return True
+    return False
+
+
+def _preorder(node: Node) -> tuple[int, int]:
+    return node.start_byte, -node.end_byte
+
+
+class _Blocks:
+    """The byte ranges of a tree's scope nodes; ``enclosing(node)`` is the range of the innermost one
+    around ``node`` (excluding ``node`` itself), or of ``root`` if none is. Built on first use."""
+
+    __slots__ = ("nodes", "ranges", "root", "starts")
+
+    def __init__(self, nodes: list[Node], root: Node) -> None:
+        self.nodes = nodes
+        self.root = root
+        self.ranges: list[tuple[int, int, int]] | None = None
+        self.starts: list[int] = []
+
+    def enclosing(self, node: Node) -> tuple[int, int]:
+        ranges = self.ranges
+        if ranges is None:
+            ranges = self.ranges = sorted([(item.start_byte, -item.end_byte, item.id) for item in self.nodes])
+            self.starts = [item[0] for item in ranges]
+        position, stop, ident = node.start_byte, node.end_byte, node.id
+        i = bisect_right(self.starts, position)
+        while i:
+            i -= 1
+            begin, negative_end, other = ranges[i]
+            if -negative_end >= stop and other != ident:
+                return begin, -negative_end
+        return self.root.start_byte, self.root.end_byte
 
 
 # -------------------------------------------------------------------------------------------------- php
@@ -602,61 +791,85 @@ _PHP_FUNCTIONS = ("function_definition", "method_declaration")
 _PHP_CALLABLE_PARAMS = ("anonymous_function_creation_expression", "arrow_function", *_PHP_FUNCTIONS)
 
 
-def _php_identifiers(snippet: Snippet) -> Identifiers:
-    start, end = snippet.offset, snippet.end
-
-    def inside(node: Node) -> bool:
-        return node.start_byte >= start and node.end_byte <= end
-
-    function = next(
-        (node for node in walk(snippet.tree.root_node) if node.type in _PHP_FUNCTIONS and inside(node)), None
+def _php_query() -> str:
+    parameters = "[(simple_parameter (variable_name (name) @param)) (variadic_parameter (variable_name (name) @param))]"
+    return "\n".join(
+        [
+            "(comment) @comment",
+            f"{_any('php', _PHP_FUNCTIONS)} @function",
+            "(function_call_expression function: (name) @function_call)",
+            "(member_call_expression name: (name) @member_call)",
+            "(scoped_call_expression name: (name) @scoped_call)",
+            "(global_declaration (variable_name) @global)",
+            "(property_promotion_parameter name: _ @promoted)",
+            "(scoped_property_access_expression name: (variable_name (name) @static))",
+            # a parameter of a function, method, closure or arrow function (the name's role if it
+            # is its first occurrence)
+            *[f"({kind} (_ {parameters}))" for kind in _PHP_CALLABLE_PARAMS],
+            "(variable_name (name) @variable)",
+        ]
     )
+
+
+_PHP_CALLS = (
+    ("function_call", "function_call_expression"),
+    ("member_call", "member_call_expression"),
+    ("scoped_call", "scoped_call_expression"),
+)
+
+
+def _php_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
+    start, end = snippet.offset, snippet.end
+    found = _captures("php", snippet.tree.root_node)
+    functions = [node for node in found["function"] if node.start_byte >= start and node.end_byte <= end]
+    function = (functions[0] if len(functions) == 1 else min(functions, key=_preorder)) if functions else None
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, str] = {}
     reserved: set[str] = set()
     bad: set[str] = set(PHP_SPECIAL_VARIABLES)
     fun = function.child_by_field_name("name") if function is not None else None
     fun_name = fun.text.decode("utf-8") if fun is not None else None
-    for node in walk(snippet.tree.root_node):
-        if not inside(node):
+    fun_start = fun.start_byte if fun is not None else -1
+    data = snippet.data
+    static = {node.start_byte for node in found["static"]}
+    params = {node.start_byte for node in found["param"]}
+    first_variable: dict[str, int] = {}  # name -> start of its first ``$name`` (the function name may share it)
+    for node in found["variable"]:
+        position, stop = node.start_byte, node.end_byte
+        if position < start or stop > end or position in static:
             continue
-        kind = node.type
-        if node == fun:
-            spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
-            roles.setdefault(fun_name, "fun")
-        elif kind in ("function_call_expression", "member_call_expression", "scoped_call_expression"):
-            target = node.child_by_field_name("function" if kind == "function_call_expression" else "name")
-            if target is None or target.type != "name":
+        name = data[position - start : stop - start].decode("utf-8")
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+            first_variable[name] = position
+            roles[name] = "arg" if position in params else "var"
+    if fun_name is not None:
+        if fun_name not in first_variable or fun_start < first_variable[fun_name]:
+            roles[fun_name] = "fun"  # the name's first occurrence
+        spans.setdefault(fun_name, []).append((fun.start_byte, fun.end_byte))
+    for capture, kind in _PHP_CALLS:
+        for target in found[capture]:
+            position, stop = target.start_byte, target.end_byte
+            if position < start or stop > end:
                 continue
-            name = target.text.decode("utf-8")
-            if name == fun_name and _php_recursive(node, kind, function):
-                spans[name].append((target.start_byte, target.end_byte))
-            else:  # another function or method: renaming the function onto it would capture it
-                reserved.add(name)
-        elif kind == "global_declaration":
-            bad.update(_php_var(child) for child in node.named_children if child.type == "variable_name")
-        elif kind == "property_promotion_parameter":
-            name_node = node.child_by_field_name("name")
-            if name_node is not None:
-                bad.add(_php_var(name_node))
-        elif kind == "variable_name":
-            parent = node.parent
-            if (
-                parent is not None
-                and parent.type == "scoped_property_access_expression"
-                and parent.child_by_field_name("name") == node
-            ):
-                continue
-            name_child = node.named_children[-1] if node.named_children else None
-            if name_child is None or name_child.type != "name":
-                continue
-            name = name_child.text.decode("utf-8")
-            spans.setdefault(name, []).append((name_child.start_byte, name_child.end_byte))
-            if name not in roles:
-                is_param = parent is not None and parent.type in ("simple_parameter", "variadic_parameter")
-                is_param = is_param and parent.parent is not None and parent.parent.parent is not None
-                is_param = is_param and parent.parent.parent.type in _PHP_CALLABLE_PARAMS
-                roles[name] = "arg" if is_param else "var"
+            name = data[position - start : stop - start].decode("utf-8")
+            if name == fun_name:
+                call = target.parent
+                if _php_recursive(call, kind, function):
+                    call_start = call.start_byte
+                    if call_start < fun_start and first_variable.get(name, call_start + 1) > call_start:
+                        raise KeyError(name)  # a recursive call before the function's name (and any ``$name``)
+                    spans[name].append((position, stop))
+                    continue
+            reserved.add(name)  # another function or method: renaming the function onto it would capture it
+    for node in found["global"]:
+        if node.start_byte >= start and node.end_byte <= end:
+            bad.add(_php_var(node))
+    for node in found["promoted"]:
+        if node.start_byte >= start and node.end_byte <= end:
+            bad.add(_php_var(node))
     defined = [name for name in spans if name not in bad]
     occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
     names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
@@ -666,7 +879,7 @@ def _php_identifiers(snippet: Snippet) -> Identifiers:
         roles={name: roles[name] for name in names},
         occurrences={name: occurrences[name] for name in names},
         reserved=frozenset(used - set(names)),
-    )
+    ), found["comment"]
 
 
 def _php_var(node: Node) -> str:
@@ -806,42 +1019,76 @@ def _assemble(
     bad: set[str],
     used: set[str],
     start: int,
+    excluded: frozenset[str] = frozenset(),
 ) -> Identifiers:
     """The result of an analysis: every name with spans and a binding role, unless it is in ``bad``
-    (it also refers to something the snippet does not define), ordered by first occurrence; spans
-    made relative to the snippet's first byte ``start``; the other used names are reserved."""
-    defined = [name for name in spans if name not in bad and name in roles]
-    occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
-    names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
+    or ``excluded`` (it also refers to something the snippet does not define, or is a keyword /
+    predeclared name), ordered by first occurrence; spans made relative to the snippet's first byte
+    ``start``; the other used names are reserved."""
+    occurrences: dict[str, tuple[tuple[int, int], ...]] = {}
+    firsts = []
+    for name, found in spans.items():
+        if name in bad or name in excluded or name not in roles:
+            continue
+        if len(found) > 1:
+            found = sorted(set(found))
+        if start:
+            found = [(a - start, b - start) for a, b in found]
+        occurrences[name] = found = tuple(found)
+        firsts.append((found[0], name))  # two names never share a span
+    firsts.sort()
+    names = tuple([name for _, name in firsts])
     return Identifiers(
         names=names,
         roles={name: roles[name][1] for name in names},
         occurrences={name: occurrences[name] for name in names},
-        reserved=frozenset(used - set(names)),
+        reserved=frozenset(used.difference(names)),
     )
 
 
-def _go_identifiers(snippet: Snippet) -> Identifiers:
+def _go_query() -> str:
+    return "\n".join(
+        [
+            "(comment) @comment",
+            f"{_any('go', _GO_BLOCKS - set(_GO_FUNCTIONS))} @block",
+            f"{_any('go', _GO_FUNCTIONS[:2])} @function",
+            "(func_literal) @literal",
+            "(identifier) @id",
+            "(method_declaration receiver: (parameter_list (_ name: (identifier) @arg)))",
+            *[f"({kind} parameters: (parameter_list (_ name: (identifier) @arg)))" for kind in _GO_FUNCTIONS],
+            *[f"({kind} result: (parameter_list (_ name: (identifier) @result)))" for kind in _GO_FUNCTIONS],
+            "[(short_var_declaration) (range_clause)] @declaration",
+            "(receive_statement) @receive",
+            "[(var_spec) (const_spec)] @spec",
+            "(type_switch_statement) @type_switch",
+            "(keyed_element) @keyed",
+            "(selector_expression operand: (identifier) field: (field_identifier) @selector)",
+        ]
+    )
+
+
+def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     start, end = snippet.offset, snippet.end
-    nodes = [node for node in walk(snippet.tree.root_node) if node.start_byte >= start and node.end_byte <= end]
-    function = next((node for node in nodes if node.type in _GO_FUNCTIONS[:2]), None)
+    root = snippet.tree.root_node
+    data = snippet.data
+    found = _captures("go", root)
+    functions = [node for node in found["function"] if node.start_byte >= start and node.end_byte <= end]
+    function = (functions[0] if len(functions) == 1 else min(functions, key=_preorder)) if functions else None
     # name -> list of (scope start, scope end, visible from)
     bindings: dict[str, list[tuple[int, int, int]]] = {}
     binding_nodes: dict[int, str] = {}  # start byte of a binding identifier -> role
     bad: set[str] = set()
     extra: list[Node] = []  # function-name occurrences that are not identifiers (method name, recursive selectors)
+    blocks = _Blocks([*found["block"], *found["function"], *found["literal"]], root)
 
-    def bind(node: Node, role: str, scope: Node, visible_from: int) -> None:
+    def text(node: Node) -> str:
+        return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
+
+    def bind(node: Node, role: str, scope: tuple[int, int], visible_from: int) -> None:
         if node.type != "identifier":
             return
-        bindings.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+        bindings.setdefault(text(node), []).append((scope[0], scope[1], visible_from))
         binding_nodes[node.start_byte] = role
-
-    def enclosing_block(node: Node) -> Node:
-        current = node.parent
-        while current is not None and current.type not in _GO_BLOCKS:
-            current = current.parent
-        return current if current is not None else snippet.tree.root_node
 
     def names_in(node: Node | None) -> list[Node]:
         if node is None:
@@ -857,78 +1104,82 @@ def _go_identifiers(snippet: Snippet) -> Identifiers:
         if name is not None:
             fun_name = name.text.decode("utf-8")
             extra.append(name)
-            bindings.setdefault(fun_name, []).append((0, len(snippet.tree.root_node.text) + 1, 0))
+            bindings.setdefault(fun_name, []).append((0, root.end_byte - root.start_byte + 1, 0))
         recv = function.child_by_field_name("receiver")
         if recv is not None:
             for decl in recv.named_children:
                 for item in names_in(decl.child_by_field_name("name")):
                     receiver = item.text.decode("utf-8")
-    for node in nodes:
-        kind = node.type
-        if kind in _GO_FUNCTIONS:
-            for field_name, role in (("receiver", "arg"), ("parameters", "arg"), ("result", "var")):
-                params = node.child_by_field_name(field_name)
-                if params is None or params.type != "parameter_list":
-                    continue
-                for decl in params.named_children:
-                    for index, child in enumerate(decl.children):
-                        if decl.field_name_for_child(index) == "name":
-                            bind(child, role, node, node.start_byte)
-        elif kind in ("short_var_declaration", "range_clause", "receive_statement") and (
-            kind != "receive_statement" or (node.child_by_field_name("left") is not None and b":=" in node.text)
-        ):
+    if found["arg"] or found["result"]:
+        callables = _Blocks([*found["function"], *found["literal"]], root)
+        for role in ("arg", "result"):
+            for node in found[role]:
+                begin, stop = callables.enclosing(node)
+                bindings.setdefault(text(node), []).append((begin, stop, begin))
+                binding_nodes[node.start_byte] = "arg" if role == "arg" else "var"
+    for node in found["declaration"]:
+        for item in names_in(node.child_by_field_name("left")):
+            bind(item, "var", blocks.enclosing(node), node.end_byte)
+    for node in found["receive"]:
+        if node.child_by_field_name("left") is not None and b":=" in node.text:
             for item in names_in(node.child_by_field_name("left")):
-                bind(item, "var", enclosing_block(node), node.end_byte)
-        elif kind in ("var_spec", "const_spec"):
-            for index, child in enumerate(node.children):
-                if node.field_name_for_child(index) == "name":
-                    bind(child, "var", enclosing_block(node.parent), node.end_byte)
-        elif kind == "type_switch_statement":
-            value = node.child_by_field_name("value")
-            for item in names_in(node.child_by_field_name("alias")):
-                bind(item, "var", node, value.end_byte if value is not None else node.start_byte)
-        elif kind == "keyed_element":
-            key = node.named_children[0] if node.named_children else None
-            if key is not None and key.type == "literal_element" and key.named_children:
-                key = key.named_children[0]
-            if key is not None and key.type == "identifier":
-                bad.add(key.text.decode("utf-8"))
-        elif kind == "selector_expression" and function is not None and function.type == "method_declaration":
-            operand, field_node = node.child_by_field_name("operand"), node.child_by_field_name("field")
-            if (
-                operand is not None
-                and field_node is not None
-                and operand.type == "identifier"
-                and operand.text.decode("utf-8") == receiver
-                and field_node.text.decode("utf-8") == fun_name
-            ):
-                extra.append(field_node)
+                bind(item, "var", blocks.enclosing(node), node.end_byte)
+    for node in found["spec"]:
+        for child in node.children_by_field_name("name"):
+            bind(child, "var", blocks.enclosing(node), node.end_byte)
+    for node in found["type_switch"]:
+        value = node.child_by_field_name("value")
+        visible_from = value.end_byte if value is not None else node.start_byte
+        for item in names_in(node.child_by_field_name("alias")):
+            bind(item, "var", (node.start_byte, node.end_byte), visible_from)
+    for node in found["keyed"]:
+        key = node.named_children[0] if node.named_child_count else None
+        if key is not None and key.type == "literal_element" and key.named_child_count:
+            key = key.named_children[0]
+        if key is not None and key.type == "identifier":
+            bad.add(key.text.decode("utf-8"))
+    if function is not None and function.type == "method_declaration" and fun_name is not None:
+        encoded = fun_name.encode("utf-8")
+        for node in found["selector"]:
+            if node.text == encoded:
+                operand = node.parent.child_by_field_name("operand")
+                if operand.text.decode("utf-8") == receiver:
+                    extra.append(node)
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, tuple[int, str]] = {}
     used: set[str] = set()
-    for node in nodes:
-        if node.type != "identifier":
+    for node in found["id"]:
+        position, stop = node.start_byte, node.end_byte
+        if position < start or stop > end:
             continue
-        name = node.text.decode("utf-8")
+        name = data[position - start : stop - start].decode("utf-8")
         used.add(name)
-        if node.start_byte in binding_nodes:
-            role = binding_nodes[node.start_byte]
-        else:
-            position = node.start_byte
-            if not any(a <= position < b and position >= visible for a, b, visible in bindings.get(name, ())):
+        if name in bad:  # left alone in all its occurrences
+            continue
+        role = binding_nodes.get(position)
+        if role is None:
+            for begin, finish, visible in bindings.get(name, ()):
+                if begin <= position < finish and position >= visible:
+                    break
+            else:
                 bad.add(name)
                 continue
             role = ""
-        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-        if role and (name not in roles or node.start_byte < roles[name][0]):
-            roles[name] = (node.start_byte, role)
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
     # Plain recursive calls are identifiers, resolved through the function-name binding above.
     for node in extra:
         spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
         if node.start_byte == extra[0].start_byte:
             roles[fun_name] = (node.start_byte, "fun")
-    bad |= GO_PREDECLARED | {"_"}
-    return _assemble(spans, roles, bad, used, start)
+    return _assemble(spans, roles, bad, used, start, _GO_EXCLUDED), found["comment"]
+
+
+_GO_EXCLUDED = GO_PREDECLARED | {"_"}
 
 
 # ------------------------------------------------------------------------------------------- javascript
@@ -1003,28 +1254,45 @@ _JS_FUNCTIONS = frozenset(
 _JS_BLOCKS = frozenset({"statement_block", "for_statement", "for_in_statement", "switch_body", "program"})
 
 
-def _js_identifiers(snippet: Snippet) -> Identifiers:
+def _js_query() -> str:
+    return "\n".join(
+        [
+            "(comment) @comment",
+            f"{_any('javascript', _JS_BLOCKS - {'program'})} @block",  # the program is the root
+            f"{_any('javascript', _JS_FUNCTIONS)} @function",
+            "(identifier) @id",
+            "(variable_declaration (variable_declarator name: _ @var_name))",
+            "(lexical_declaration (variable_declarator name: _ @lexical_name))",
+            "(for_in_statement) @for_in",
+            "(catch_clause) @catch",
+            "[(class_declaration) (class)] @class",
+            "(import_statement) @import",
+            "(shorthand_property_identifier) @shorthand",
+            "(with_statement) @with",
+            "(member_expression object: (this) property: _ @this_property)",
+        ]
+    )
+
+
+def _js_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
-    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
-    function = next((node for node in nodes if node.type in _JS_FUNCTIONS), None)
+    found = _captures("javascript", root)
+    in_range = [node for node in found["function"] if node.start_byte >= start and node.end_byte <= end]
+    function = (in_range[0] if len(in_range) == 1 else min(in_range, key=_preorder)) if in_range else None
     scopes: dict[str, list[tuple[int, int]]] = {}
     binding_roles: dict[int, str] = {}
     bad: set[str] = set()
     extra: list[Node] = []
+    blocks = _Blocks([*found["block"], *found["function"]], root)  # _JS_BLOCKS | _JS_FUNCTIONS
+    functions = _Blocks(found["function"], root)  # _JS_FUNCTIONS | {"program"}: the root is the program
 
-    def enclosing(node: Node, kinds: frozenset[str]) -> Node:
-        current = node.parent
-        while current is not None and current.type not in kinds:
-            current = current.parent
-        return current if current is not None else root
-
-    def bind_pattern(node: Node | None, role: str, scope: Node) -> None:
+    def bind_pattern(node: Node | None, role: str, scope: tuple[int, int]) -> None:
         if node is None:
             return
         kind = node.type
         if kind == "identifier":
-            scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte))
+            scopes.setdefault(node.text.decode("utf-8"), []).append(scope)
             binding_roles[node.start_byte] = role
         elif kind in ("shorthand_property_identifier_pattern", "shorthand_property_identifier"):
             bad.add(node.text.decode("utf-8"))
@@ -1045,74 +1313,73 @@ def _js_identifiers(snippet: Snippet) -> Identifiers:
             if name.type == "identifier":  # a method's name is a property, not a variable
                 scopes.setdefault(fun_name, []).append((root.start_byte, root.end_byte + 1))
                 binding_roles[name.start_byte] = "fun"
-    for node in nodes:
-        kind = node.type
-        if kind in _JS_FUNCTIONS:
-            params = node.child_by_field_name("parameters")
-            if params is None:
-                params = node.child_by_field_name("parameter")
-                bind_pattern(params, "arg", node)
+    for node in in_range:
+        scope = (node.start_byte, node.end_byte)
+        params = node.child_by_field_name("parameters")
+        if params is None:
+            bind_pattern(node.child_by_field_name("parameter"), "arg", scope)
+        else:
+            for child in params.named_children:
+                bind_pattern(child, "arg", scope)
+        name = node.child_by_field_name("name")
+        if node != function and name is not None and name.type == "identifier":
+            if node.type.endswith("_declaration"):
+                bind_pattern(name, "var", blocks.enclosing(node))
             else:
-                for child in params.named_children:
-                    bind_pattern(child, "arg", node)
-            name = node.child_by_field_name("name")
-            if node != function and name is not None and name.type == "identifier":
-                if kind.endswith("_declaration"):
-                    bind_pattern(name, "var", enclosing(node, _JS_BLOCKS | _JS_FUNCTIONS))
-                else:
-                    bind_pattern(name, "var", node)
-        elif kind in ("variable_declaration", "lexical_declaration"):
-            kinds = _JS_FUNCTIONS | {"program"} if kind == "variable_declaration" else _JS_BLOCKS | _JS_FUNCTIONS
-            scope = enclosing(node, kinds)
-            for child in node.named_children:
-                if child.type == "variable_declarator":
-                    bind_pattern(child.child_by_field_name("name"), "var", scope)
-        elif kind == "for_in_statement" and node.child_by_field_name("kind") is not None:
-            declared = node.child_by_field_name("kind").type
-            scope = enclosing(node, _JS_FUNCTIONS | {"program"}) if declared == "var" else node
+                bind_pattern(name, "var", scope)
+    for node in found["var_name"]:
+        bind_pattern(node, "var", functions.enclosing(node))
+    for node in found["lexical_name"]:
+        bind_pattern(node, "var", blocks.enclosing(node))
+    for node in found["for_in"]:
+        kind = node.child_by_field_name("kind")
+        if kind is not None:
+            scope = functions.enclosing(node) if kind.type == "var" else (node.start_byte, node.end_byte)
             bind_pattern(node.child_by_field_name("left"), "var", scope)
-        elif kind == "catch_clause":
-            bind_pattern(node.child_by_field_name("parameter"), "var", node)
-        elif kind in ("class_declaration", "class", "import_statement"):
-            name = node.child_by_field_name("name")
-            targets = [name] if name is not None else []
-            if kind == "import_statement":
-                targets = [item for item in walk(node) if item.type == "identifier"]
-            bad.update(item.text.decode("utf-8") for item in targets)
-        elif kind == "shorthand_property_identifier":
-            bad.add(node.text.decode("utf-8"))
-        elif kind == "with_statement":
-            bad.update(item.text.decode("utf-8") for item in walk(node) if item.type == "identifier")
-        elif (
-            kind == "member_expression"
-            and function is not None
-            and function.type == "method_definition"
-            and fun_name is not None
-        ):
-            target, prop = node.child_by_field_name("object"), node.child_by_field_name("property")
-            if target is not None and target.type == "this" and prop is not None and prop.text.decode() == fun_name:
-                extra.append(prop)
+    for node in found["catch"]:
+        bind_pattern(node.child_by_field_name("parameter"), "var", (node.start_byte, node.end_byte))
+    for node in found["class"]:
+        name = node.child_by_field_name("name")
+        if name is not None and node.start_byte >= start and node.end_byte <= end:  # not a wrapper's class
+            bad.add(name.text.decode("utf-8"))
+    for node in [*found["import"], *found["with"]]:
+        bad.update(item.text.decode("utf-8") for item in walk(node) if item.type == "identifier")
+    for node in found["shorthand"]:
+        bad.add(node.text.decode("utf-8"))
+    if function is not None and function.type == "method_definition" and fun_name is not None:
+        encoded = fun_name.encode("utf-8")
+        extra += [node for node in found["this_property"] if node.text == encoded]
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, tuple[int, str]] = {}
     used: set[str] = set(bad)
-    for node in nodes:
-        if node.type != "identifier":
+    data = snippet.data
+    for node in found["id"]:
+        position, stop = node.start_byte, node.end_byte
+        if position < start or stop > end:
             continue
-        name = node.text.decode("utf-8")
+        name = data[position - start : stop - start].decode("utf-8")
         used.add(name)
-        role = binding_roles.get(node.start_byte, "")
-        if not role and not any(a <= node.start_byte < b for a, b in scopes.get(name, ())):
-            bad.add(name)
+        if name in bad:  # left alone in all its occurrences
             continue
-        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-        if role and (name not in roles or node.start_byte < roles[name][0]):
-            roles[name] = (node.start_byte, role)
+        role = binding_roles.get(position)
+        if role is None:
+            for begin, finish in scopes.get(name, ()):
+                if begin <= position < finish:
+                    break
+            else:
+                bad.add(name)
+                continue
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
     for node in extra:
         if node.type != "identifier":  # method names are property identifiers
             spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
             roles.setdefault(fun_name, (extra[0].start_byte, "fun"))
-    bad |= JS_RESERVED
-    return _assemble(spans, roles, bad, used, start)
+    return _assemble(spans, roles, bad, used, start, JS_RESERVED), found["comment"]
 
 
 # ------------------------------------------------------------------------------------------------- java
@@ -1214,96 +1481,119 @@ _JAVA_NOT_VARIABLE_PARENTS = frozenset(
 )
 
 
-def _java_identifiers(snippet: Snippet) -> Identifiers:
-    start, end = snippet.offset, snippet.end
+def _java_query() -> str:
+    """Comments, scopes, the method, parameter and local names, calls, and the identifiers in positions
+    that are not variables (method and field names, labels, annotations, declarations)."""
+    parameters = (
+        "(formal_parameters [(formal_parameter name: (identifier) @param)"
+        " (spread_parameter (variable_declarator name: (identifier) @param))])"
+    )
+    return "\n".join(
+        [
+            "[(line_comment) (block_comment)] @comment",
+            f"{_any('java', _JAVA_BLOCKS - _JAVA_CALLABLES)} @block",
+            "[(method_declaration) (constructor_declaration)] @function",
+            "(lambda_expression) @lambda",
+            "(identifier) @id",
+            *[f"({kind} parameters: {parameters})" for kind in sorted(_JAVA_CALLABLES)],
+            "(lambda_expression parameters: (inferred_parameters (identifier) @param))",
+            "(lambda_expression parameters: (identifier) @param)",
+            "(local_variable_declaration (variable_declarator) @declarator)",
+            "[(enhanced_for_statement) (resource) (catch_formal_parameter) (instanceof_expression)] @binder",
+            "(method_invocation name: (identifier) @call)",  # method names: not variables either
+            *[f"({parent} (identifier) @nv)" for parent in sorted(_JAVA_NOT_VARIABLE_PARENTS)],
+            *[
+                f"({parent} {field}: (identifier) @nv)"
+                for parent, field in sorted(_JAVA_NOT_VARIABLES)
+                if parent != "method_invocation"
+            ],
+        ]
+    )
+
+
+def _java_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
+    start = snippet.offset
+    data = snippet.data
     root = snippet.tree.root_node
-    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
-    function = next((node for node in nodes if node.type in ("method_declaration", "constructor_declaration")), None)
+    found = _captures("java", root)
+    functions = found["function"]
+    # the first method or constructor (a wrapper adds none); callables bind their parameters
+    function = (functions[0] if len(functions) == 1 else min(functions, key=_preorder)) if functions else None
     scopes: dict[str, list[tuple[int, int, int]]] = {}
     binding_roles: dict[int, str] = {}
-    non_variables: set[int] = set()
+    non_variables = {node.start_byte for node in found["nv"]}
+    calls = found["call"]
+    if calls:
+        non_variables.update([node.start_byte for node in calls])  # method names of calls
+    if found["param"]:
+        callables = _Blocks([*functions, *found["lambda"]], root)
+        for node in found["param"]:
+            position = node.start_byte
+            begin, stop = callables.enclosing(node)
+            name = data[position - start : node.end_byte - start].decode("utf-8")
+            if name in scopes:
+                scopes[name].append((begin, stop, begin))
+            else:
+                scopes[name] = [(begin, stop, begin)]
+            binding_roles[position] = "arg"
+    if found["declarator"] or found["binder"]:
+        blocks = _Blocks([*found["block"], *functions, *found["lambda"]], root)
+
+        def bind(node: Node | None, scope: tuple[int, int], visible_from: int) -> None:
+            if node is None or node.type != "identifier":
+                return
+            scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
+            binding_roles[node.start_byte] = "var"
+
+        for node in found["declarator"]:
+            bind(node.child_by_field_name("name"), blocks.enclosing(node), node.start_byte)
+        for node in found["binder"]:  # an enhanced for is the scope of its variable
+            if node.type == "enhanced_for_statement":
+                scope = (node.start_byte, node.end_byte)
+            else:
+                scope = blocks.enclosing(node)
+            bind(node.child_by_field_name("name"), scope, node.start_byte)
     extra: list[Node] = []
-
-    def enclosing(node: Node) -> Node:
-        current = node.parent
-        while current is not None and current.type not in _JAVA_BLOCKS:
-            current = current.parent
-        return current if current is not None else root
-
-    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
-        if node is None or node.type != "identifier":
-            return
-        scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
-        binding_roles[node.start_byte] = role
-
     fun_name = None
     if function is not None and function.type == "method_declaration":
-        name = function.child_by_field_name("name")
-        fun_name = name.text.decode("utf-8")
-        extra.append(name)
-    for node in nodes:
-        kind = node.type
-        for index, child in enumerate(node.children):
-            if child.type == "identifier" and (
-                kind in _JAVA_NOT_VARIABLE_PARENTS or (kind, node.field_name_for_child(index)) in _JAVA_NOT_VARIABLES
-            ):
-                non_variables.add(child.start_byte)
-        if kind in _JAVA_CALLABLES:
-            params = node.child_by_field_name("parameters")
-            if params is None:
-                continue
-            if params.type == "identifier":
-                bind(params, "arg", node, node.start_byte)
-            for param in params.named_children:
-                if param.type == "identifier":  # inferred lambda parameters
-                    bind(param, "arg", node, node.start_byte)
-                elif param.type == "formal_parameter":
-                    bind(param.child_by_field_name("name"), "arg", node, node.start_byte)
-                elif param.type == "spread_parameter":
-                    for child in param.named_children:
-                        if child.type == "variable_declarator":
-                            bind(child.child_by_field_name("name"), "arg", node, node.start_byte)
-        elif (
-            kind == "variable_declarator"
-            and node.parent is not None
-            and node.parent.type == "local_variable_declaration"
-        ):
-            bind(node.child_by_field_name("name"), "var", enclosing(node.parent), node.start_byte)
-        elif kind in ("enhanced_for_statement", "resource"):
-            bind(
-                node.child_by_field_name("name"),
-                "var",
-                node if kind != "resource" else enclosing(node),
-                node.start_byte,
-            )
-        elif kind == "catch_formal_parameter" or kind == "instanceof_expression":
-            bind(node.child_by_field_name("name"), "var", enclosing(node), node.start_byte)
-        elif kind == "method_invocation" and fun_name is not None:
-            name, target = node.child_by_field_name("name"), node.child_by_field_name("object")
-            if name is not None and name.text.decode("utf-8") == fun_name and (target is None or target.type == "this"):
-                extra.append(name)
+        name_node = function.child_by_field_name("name")
+        fun_name = name_node.text.decode("utf-8")
+        extra.append(name_node)
+        encoded = fun_name.encode("utf-8")
+        for node in calls:
+            if node.text == encoded:
+                target = node.parent.child_by_field_name("object")
+                if target is None or target.type == "this":
+                    extra.append(node)
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, tuple[int, str]] = {}
     bad: set[str] = set()
     used: set[str] = set()
-    for node in nodes:
-        if node.type != "identifier":
-            continue
-        name = node.text.decode("utf-8")
-        used.add(name)
-        if node.start_byte in non_variables:
-            continue
-        role = binding_roles.get(node.start_byte, "")
+    for node in found["id"]:
         position = node.start_byte
-        if not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
-            bad.add(name)
+        if position < start:  # in the wrapper (a wrapper's suffix holds no identifier)
             continue
-        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-        if role and (name not in roles or node.start_byte < roles[name][0]):
-            roles[name] = (node.start_byte, role)
+        stop = node.end_byte
+        name = data[position - start : stop - start].decode("utf-8")
+        used.add(name)
+        if position in non_variables or name in bad:
+            continue
+        role = binding_roles.get(position)
+        if role is None:
+            for begin, finish, visible in scopes.get(name, ()):
+                if begin <= position < finish and position >= visible:
+                    break
+            else:
+                bad.add(name)
+                continue
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
     _add_method_name(fun_name, extra, spans, roles, bad)
-    bad |= JAVA_KEYWORDS
-    return _assemble(spans, roles, bad, used, start)
+    return _assemble(spans, roles, bad, used, start, JAVA_KEYWORDS), found["comment"]
 
 
 # ------------------------------------------------------------------------------------------------- ruby
@@ -1362,43 +1652,62 @@ _RUBY_SCOPES = frozenset({"method", "singleton_method", "block", "do_block", "la
 _RUBY_PARAM_LISTS = frozenset({"method_parameters", "block_parameters", "lambda_parameters"})
 
 
-def _ruby_identifiers(snippet: Snippet) -> Identifiers:
+def _ruby_query() -> str:
+    return "\n".join(
+        [
+            "(comment) @comment",
+            f"{_any('ruby', _RUBY_SCOPES - {'program'})} @scope",  # the program is the root
+            "[(method) (singleton_method)] @function",
+            "(identifier) @id",
+            f"{_any('ruby', _RUBY_PARAM_LISTS)} @parameters",
+            "[(assignment left: _ @left) (operator_assignment left: _ @left)]",
+            "(for) @for",
+            "(exception_variable) @exception",
+            "[(method name: _ @nv) (singleton_method name: _ @nv)]",
+            "(call method: (identifier) @call)",
+        ]
+    )
+
+
+_RUBY_COMPOUND = frozenset(
+    {
+        "left_assignment_list",
+        "destructured_left_assignment",
+        "rest_assignment",
+        "destructured_parameter",
+        "splat_parameter",
+        "hash_splat_parameter",
+        "block_parameter",
+        "optional_parameter",
+        "keyword_parameter",
+        "exception_variable",
+    }
+)
+
+
+def _ruby_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
-    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
-    function = next((node for node in nodes if node.type in ("method", "singleton_method")), None)
+    found = _captures("ruby", root)
+    functions = [node for node in found["function"] if node.start_byte >= start and node.end_byte <= end]
+    function = (functions[0] if len(functions) == 1 else min(functions, key=_preorder)) if functions else None
     scopes: dict[str, list[tuple[int, int, int]]] = {}
     binding_roles: dict[int, str] = {}
-    non_variables: set[int] = set()
+    non_variables = {node.start_byte for node in found["nv"]}
     extra: list[Node] = []
+    enclosing = _Blocks(found["scope"], root).enclosing  # _RUBY_SCOPES; the root is the program
 
-    def enclosing(node: Node) -> Node:
-        current = node.parent
-        while current is not None and current.type not in _RUBY_SCOPES:
-            current = current.parent
-        return current if current is not None else root
-
-    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
+    def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
         if node is None:
             return
-        if node.type == "identifier":
-            scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+        kind = node.type
+        if kind == "identifier":
+            scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
             binding_roles[node.start_byte] = role
-        elif node.type in (
-            "left_assignment_list",
-            "destructured_left_assignment",
-            "rest_assignment",
-            "destructured_parameter",
-            "splat_parameter",
-            "hash_splat_parameter",
-            "block_parameter",
-            "optional_parameter",
-            "keyword_parameter",
-            "exception_variable",
-        ):
+        elif kind in _RUBY_COMPOUND:
             for index, child in enumerate(node.children):
                 if node.field_name_for_child(index) in (None, "name") and child.is_named:
-                    bind(child, role, scope, visible_from if role == "var" else scope.start_byte)
+                    bind(child, role, scope, visible_from if role == "var" else scope[0])
 
     fun_name = None
     if function is not None:
@@ -1406,56 +1715,55 @@ def _ruby_identifiers(snippet: Snippet) -> Identifiers:
         if name is not None and name.type == "identifier":
             fun_name = name.text.decode("utf-8")
             extra.append(name)
-    for node in nodes:
-        kind = node.type
-        if kind in _RUBY_PARAM_LISTS:
-            owner = node.parent if node.parent is not None else root
-            for child in node.named_children:
-                bind(child, "arg", owner, owner.start_byte)
-        elif kind in ("assignment", "operator_assignment"):
-            left = node.child_by_field_name("left")
-            bind(left, "var", enclosing(node), left.start_byte if left is not None else node.start_byte)
-        elif kind == "for":
-            pattern = node.child_by_field_name("pattern")
-            bind(pattern, "var", enclosing(node), node.start_byte)
-        elif kind == "exception_variable":
-            bind(node, "var", enclosing(node), node.start_byte)
-        elif kind in ("method", "singleton_method"):
-            name = node.child_by_field_name("name")
-            if name is not None:
-                non_variables.add(name.start_byte)
-        elif kind == "call":
-            method = node.child_by_field_name("method")
-            if method is not None and method.type == "identifier":
-                non_variables.add(method.start_byte)
-                receiver = node.child_by_field_name("receiver")
-                if method.text.decode("utf-8") == fun_name and (receiver is None or receiver.type == "self"):
-                    extra.append(method)
+    for node in found["parameters"]:
+        owner = node.parent if node.parent is not None else root
+        scope = (owner.start_byte, owner.end_byte)
+        for child in node.named_children:
+            bind(child, "arg", scope, scope[0])
+    for left in found["left"]:
+        bind(left, "var", enclosing(left), left.start_byte)
+    for node in found["for"]:
+        bind(node.child_by_field_name("pattern"), "var", enclosing(node), node.start_byte)
+    for node in found["exception"]:
+        bind(node, "var", enclosing(node), node.start_byte)
+    calls = found["call"]
+    if calls:
+        non_variables.update([node.start_byte for node in calls])
+        if fun_name is not None:
+            encoded = fun_name.encode("utf-8")
+            for method in calls:
+                if method.text == encoded:
+                    receiver = method.parent.child_by_field_name("receiver")
+                    if receiver is None or receiver.type == "self":
+                        extra.append(method)
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, tuple[int, str]] = {}
     bad: set[str] = set()
     used: set[str] = set()
-    for node in nodes:
-        if node.type != "identifier":
+    data = snippet.data
+    for node in found["id"]:
+        position, stop = node.start_byte, node.end_byte
+        if position < start or stop > end:
             continue
-        name = node.text.decode("utf-8")
+        name = data[position - start : stop - start].decode("utf-8")
         used.add(name)
-        if node.start_byte in non_variables:
+        if position in non_variables or name in bad:
             continue
-        role = binding_roles.get(node.start_byte, "")
-        position = node.start_byte
-        if not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
+        role = binding_roles.get(position)
+        if role is None and not _in_reach(scopes.get(name), position):
             if name == fun_name and node.parent is not None and node.parent.type != "call":
                 extra.append(node)  # a bare recursive call without arguments
                 continue
             bad.add(name)
             continue
-        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-        if role and (name not in roles or node.start_byte < roles[name][0]):
-            roles[name] = (node.start_byte, role)
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
     _add_method_name(fun_name, extra, spans, roles, bad)
-    bad |= RUBY_KEYWORDS
-    return _assemble(spans, roles, bad, used, start)
+    return _assemble(spans, roles, bad, used, start, RUBY_KEYWORDS), found["comment"]
 
 
 # ---------------------------------------------------------------------------------------------------- r
@@ -1488,95 +1796,111 @@ _R_FUNCTIONS = frozenset({"function_definition", "lambda_function"})
 _R_ASSIGNMENTS = frozenset({"left_assignment", "equals_assignment", "right_assignment"})
 
 
-def _r_identifiers(snippet: Snippet) -> Identifiers:
+def _r_query() -> str:
+    return "\n".join(
+        [
+            "(comment) @comment",
+            f"{_any('r', _R_FUNCTIONS)} @function",
+            f"{_any('r', _R_ASSIGNMENTS)} @assignment",
+            "(identifier) @id",
+            *[f"({kind} (formal_parameters) @parameters)" for kind in sorted(_R_FUNCTIONS)],
+            "(super_assignment name: _ @super)",
+            "(for) @for",
+            "[(dollar) (slot)] @member",
+            "[(namespace_get) (namespace_get_internal)] @namespace",
+            "(default_argument name: _ @nv)",
+        ]
+    )
+
+
+def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
-    nodes = [node for node in walk(root) if node.start_byte >= start and node.end_byte <= end]
+    found = _captures("r", root)
     scopes: dict[str, list[tuple[int, int, int]]] = {}
     binding_roles: dict[int, str] = {}
-    non_variables: set[int] = set()
-    super_targets: list[Node] = []
+    non_variables = {node.start_byte for node in found["nv"]}
     bad: set[str] = set()
+    enclosing = _Blocks(found["function"], root).enclosing  # _R_FUNCTIONS; else the root
 
-    def enclosing(node: Node) -> Node:
-        current = node.parent
-        while current is not None and current.type not in _R_FUNCTIONS:
-            current = current.parent
-        return current if current is not None else root
-
-    def bind(node: Node | None, role: str, scope: Node, visible_from: int) -> None:
+    def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
         if node is None or node.type != "identifier":
             return
-        scopes.setdefault(node.text.decode("utf-8"), []).append((scope.start_byte, scope.end_byte, visible_from))
+        scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
         binding_roles[node.start_byte] = role
 
-    top = next((node for node in nodes if node.type in _R_ASSIGNMENTS), None)
+    assignments = [node for node in found["assignment"] if node.start_byte >= start and node.end_byte <= end]
+    top = min(assignments, key=_preorder) if assignments else None
     fun = None
     if top is not None and top.parent == root:
         value = top.child_by_field_name("value")
         if value is not None and value.type in _R_FUNCTIONS:
             fun = top.child_by_field_name("name")
             if fun is not None and fun.type == "identifier":
-                bind(fun, "fun", root, 0)
-    for node in nodes:
-        kind = node.type
-        if kind in _R_FUNCTIONS:
-            for param in node.named_children:
-                if param.type != "formal_parameters":
-                    continue
-                for child in param.named_children:
-                    target = child.child_by_field_name("name") if child.type == "default_parameter" else child
-                    bind(target, "arg", node, node.start_byte)
-        elif kind in _R_ASSIGNMENTS and not (fun is not None and node == top):
-            name = node.child_by_field_name("name")
-            if name is not None and not (
-                kind == "equals_assignment" and node.parent and node.parent.type == "arguments"
-            ):
-                bind(name, "var", enclosing(node), name.start_byte)
-        elif kind == "super_assignment":
-            name = node.child_by_field_name("name")
-            if name is not None:
-                super_targets.append(name)
-        elif kind == "for":
-            bind(node.child_by_field_name("name"), "var", enclosing(node), node.start_byte)
-        elif kind in ("dollar", "slot"):
-            children = node.named_children
-            if len(children) >= 2 and children[-1].type == "identifier":
-                non_variables.add(children[-1].start_byte)
-        elif kind in ("namespace_get", "namespace_get_internal"):
-            non_variables.update(child.start_byte for child in node.named_children)
-        elif kind == "default_argument":
-            name = node.child_by_field_name("name")
-            if name is not None:
-                non_variables.add(name.start_byte)
-        elif kind == "identifier" and node.text.startswith(b"`"):
-            text = node.text.decode("utf-8")
-            bad.update({text, text.strip("`")})
+                bind(fun, "fun", (root.start_byte, root.end_byte), 0)
+    for params in found["parameters"]:
+        begin, _ = scope = enclosing(params)
+        for child in params.named_children:
+            target = child.child_by_field_name("name") if child.type == "default_parameter" else child
+            bind(target, "arg", scope, begin)
+    for node in assignments:
+        if fun is not None and node == top:
+            continue
+        name = node.child_by_field_name("name")
+        if name is not None and not (node.type == "equals_assignment" and node.parent.type == "arguments"):
+            bind(name, "var", enclosing(node), name.start_byte)
+    for node in found["for"]:
+        bind(node.child_by_field_name("name"), "var", enclosing(node), node.start_byte)
+    for node in found["member"]:
+        children = node.named_children
+        if len(children) >= 2 and children[-1].type == "identifier":
+            non_variables.add(children[-1].start_byte)
+    for node in found["namespace"]:
+        non_variables.update([child.start_byte for child in node.named_children])
     spans: dict[str, list[tuple[int, int]]] = {}
     roles: dict[str, tuple[int, str]] = {}
     used: set[str] = set()
-    super_starts = {node.start_byte for node in super_targets}
-    for node in nodes:
-        if node.type != "identifier":
+    super_starts = {node.start_byte for node in found["super"]}
+    data = snippet.data
+    for node in found["id"]:
+        position, stop = node.start_byte, node.end_byte
+        if position < start or stop > end:
             continue
-        name = node.text.decode("utf-8")
+        name = data[position - start : stop - start].decode("utf-8")
+        if name.startswith("`"):
+            bad.update({name, name.strip("`")})
         used.add(name)
-        if node.start_byte in non_variables:
+        if position in non_variables or name in bad:
             continue
-        role = binding_roles.get(node.start_byte, "")
-        position = node.start_byte
-        if node.start_byte in super_starts:
+        role = binding_roles.get(position)
+        if position in super_starts:
             # ``<<-`` assigns in an enclosing function: it must define the name (outside this function).
-            own = enclosing(node)
-            reach = [(a, b) for a, b, _ in scopes.get(name, ()) if a <= position < b and a < own.start_byte]
-            if not reach:
+            own = enclosing(node)[0]
+            if not any(a <= position < b and a < own for a, b, _ in scopes.get(name, ())):
                 bad.add(name)
                 continue
-        elif not role and not any(a <= position < b and position >= v for a, b, v in scopes.get(name, ())):
+        elif role is None and not _in_reach(scopes.get(name), position):
             bad.add(name)
             continue
-        spans.setdefault(name, []).append((node.start_byte, node.end_byte))
-        if role and (name not in roles or node.start_byte < roles[name][0]):
-            roles[name] = (node.start_byte, role)
-    bad |= R_RESERVED | {"..."}
-    return _assemble(spans, roles, bad, used, start)
+        if name in spans:
+            spans[name].append((position, stop))
+        else:
+            spans[name] = [(position, stop)]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
+    return _assemble(spans, roles, bad, used, start, _R_EXCLUDED), found["comment"]
+
+
+_R_EXCLUDED = R_RESERVED | {"..."}
+
+
+# language -> the source of its analysis query (built on first use: the grammar decides which of the
+# listed node kinds exist)
+_QUERIES = {
+    "php": _php_query,
+    "go": _go_query,
+    "javascript": _js_query,
+    "java": _java_query,
+    "ruby": _ruby_query,
+    "r": _r_query,
+}
