@@ -20,6 +20,7 @@ quiet moment more easily than the attack), so the median of the per-pair ratios 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -63,16 +64,26 @@ CSN_PYTHON_TRAIN = 251_820
 
 
 def functions(language: str, limit: int) -> tuple[list[str], str]:
-    prepared = ROOT / "data" / "prepared" / CORPORA[language] / "train.parquet"
-    if prepared.is_file():
-        codes = pd.read_parquet(prepared, columns=["code"])["code"].tolist()
-        return codes[:limit], str(prepared.relative_to(ROOT))
-    codes = []
-    for _, data in read_sources(language, None):
-        codes += [fn.code for fn in extract_functions(data.decode("utf-8", "replace"), language)]
-        if len(codes) >= limit:
-            break
-    return codes[:limit], f"extracted from the {language} sources"
+    """``limit`` distinct functions: the prepared corpus's (all splits), topped up with functions
+    extracted from the installed sources when the corpus has fewer (R's has about a hundred, too few
+    for a steady timing)."""
+    folder = ROOT / "data" / "prepared" / CORPORA[language]
+    codes: dict[str, None] = {}
+    origins = []
+    for split in ("train", "valid", "test", "codebase"):
+        if (folder / f"{split}.parquet").is_file() and len(codes) < limit:
+            codes.update(dict.fromkeys(pd.read_parquet(folder / f"{split}.parquet", columns=["code"])["code"]))
+    if codes:
+        origins.append(f"{min(len(codes), limit)} from {folder.relative_to(ROOT)}")
+    before = len(codes)
+    if before < limit:
+        for _, data in read_sources(language, None):
+            codes.update(dict.fromkeys(fn.code for fn in extract_functions(data.decode("utf-8", "replace"), language)))
+            if len(codes) >= limit:
+                break
+        if len(codes) > before:
+            origins.append(f"{min(len(codes), limit) - before} extracted from the {language} sources")
+    return list(codes)[:limit], " + ".join(origins) or "nothing"
 
 
 def timed(fn) -> float:
@@ -85,13 +96,21 @@ def best(fn, repeat: int) -> float:
     return min(timed(fn) for _ in range(repeat))
 
 
-def paired(baseline, fn, repeat: int) -> tuple[float, float, float]:
-    """Best times of ``baseline`` and ``fn`` measured alternately, so both see the same machine load,
-    and the median of the ratios fn / baseline of the pairs."""
+def rounds_for(baseline, least: float = 0.5) -> int:
+    """How many back-to-back calls make a timing of at least ``least`` seconds (a corpus of a hundred
+    functions parses in some 50 ms, too short for a steady ratio on a busy machine)."""
+    once = max(timed(baseline), 1e-6)
+    return max(1, math.ceil(least / once))
+
+
+def paired(baseline, fn, repeat: int, rounds: int = 1) -> tuple[float, float, float]:
+    """Best times of ``baseline`` and ``fn`` (each called ``rounds`` times per timing) measured
+    alternately, so both see the same machine load, and the median of the ratios fn / baseline of
+    the pairs."""
     base, other = [], []
     for _ in range(repeat):
-        base.append(timed(baseline))
-        other.append(timed(fn))
+        base.append(timed(lambda: [baseline() for _ in range(rounds)]) / rounds)
+        other.append(timed(lambda: [fn() for _ in range(rounds)]) / rounds)
     return min(base), min(other), statistics.median(o / b for o, b in zip(other, base, strict=True))
 
 
@@ -115,13 +134,15 @@ def main() -> int:
         def parse_only(codes=codes, lang=language):
             return [parse_snippet(c, lang) for c in codes]
 
-        print(f"\n{language}: {len(codes)} functions from {origin}")
+        rounds = rounds_for(parse_only)
+        print(f"\n{language}: {len(codes)} functions ({origin}); each timing runs {rounds}x")
         print(f"  {'parse only':<26} {len(codes) / best(parse_only, args.repeat):>9.0f} fn/s   1.00x")
         for spec in args.attacks:
             parse_s, seconds, median = paired(
                 parse_only,
                 lambda spec=spec, frame=frame: run_attack(spec, {"train": frame}, progress=False),
                 args.repeat,
+                rounds,
             )
             ratio = seconds / parse_s
             if "translation" not in spec:
