@@ -11,6 +11,7 @@ min_version("9.0")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/attacks.smk"
+include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/robustness.smk"
 include: "workflow/rules/report.smk"

@@ -91,7 +91,7 @@ def test_load_config_with_tiny_overlay() -> None:
     assert config.section("evaluation", "run_depth") == 10
     assert config.section("extraction", "split") == {"train": 80, "valid": 10, "test": 10}  # from the base
     assert config.model_params("bm25")["k1"] == 1.2
-    assert len(config.runs()) == 3
+    assert len(config.runs()) == 3 + 3 * 2  # bm25, and nbow confused / not confused on each attack
     assert config.attack_params("ordered_id+translation") == {"ordered_id": {}, "translation": {"pair": "eng-spa"}}
 
 
@@ -110,7 +110,7 @@ def _schema() -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("section", "key", "registry"),
-    [("grid", "models", MODELS), ("evaluation", "protocols", PROTOCOLS)],
+    [("evaluation", "protocols", PROTOCOLS)],  # model names: checked by the package (config-defined ones too)
 )
 def test_schema_enums_equal_registry_names(section: str, key: str, registry) -> None:
     enum = _schema()["properties"][section]["properties"][key]["items"]["enum"]
@@ -132,7 +132,22 @@ def test_schema_attack_specs_follow_the_package() -> None:
 def test_schema_bm25_keys_equal_model_defaults() -> None:
     keys = _schema()["properties"]["models"]["properties"]["bm25"]["properties"]
     assert set(keys) == set(BM25Retriever.DEFAULTS)
-    assert set(_schema()["properties"]["models"]["properties"]) == set(MODELS.names())
+    assert set(_schema()["properties"]["models"]["properties"]) <= set(MODELS.names())
+
+
+def test_schema_training_keys_and_losses_equal_the_package() -> None:
+    from dataclasses import fields
+
+    from csbench.train.loop import TrainConfig
+    from csbench.train.losses import LOSSES
+
+    training = _schema()["$defs"]["training"]["properties"]
+    # every TrainConfig field a config may set (seed, loss and loss_params come from the run), plus max_valid
+    settable = {f.name for f in fields(TrainConfig)} - {"seed", "loss", "loss_params", "cpu"}
+    assert set(training) == settable | {"max_valid"}
+    trained = _schema()["properties"]["grid"]["properties"]["trained"]["properties"]
+    assert trained["losses"]["items"]["enum"] == LOSSES.names()
+    assert set(_schema()["properties"]["loss_params"]["properties"]) == set(LOSSES.names())
 
 
 def test_schema_path_is_the_repo_schema() -> None:
@@ -341,6 +356,11 @@ def test_cli_runs_prints_the_run_paths(capsys) -> None:
         "python-stdlib/none/bm25/none/0/zero_shot",
         "python-stdlib/no_comment/bm25/none/0/zero_shot",
         "python-stdlib/ordered_id+translation/bm25/none/0/zero_shot",
+        *[
+            f"python-stdlib/{attack}/nbow/ce/0/{inference}"
+            for attack in ("none", "no_comment", "ordered_id+translation")
+            for inference in ("confused", "not_confused")
+        ],
     ]
 
 

@@ -48,19 +48,27 @@ SAME_FILES = (
     "results/summary.md",
 )
 TINY_ATTACKS = ("none", "no_comment", "ordered_id+translation")
-# the tiny study's robustness grid: case at ratio 0.3 and question: 2 perturbed query sets
-ROBUSTNESS_JOBS = {"perturb": 2, "robust": 2, "robustness": 1}
+# Runs: bm25 (zero-shot) on 3 attacks, and nbow trained on each attack (confused) and evaluated
+# confused and not confused (the no_comment model): 3 trainings, 3 + 6 runs. The robustness grid
+# (python-stdlib / no_comment: bm25, nbow confused, nbow not confused) has case at ratio 0.3 and
+# question: 2 perturbed query sets, 3 x 2 points.
+ROBUSTNESS_JOBS = {"perturb": 2, "robust": 6, "robustness": 3}
 FULL_GRID = {
-    "download": 1, "prepare": 1, "audit": 1, "attack": 3, "index": 3, "evaluate": 3, **ROBUSTNESS_JOBS, "aggregate": 1
-}  # fmt: skip
-AFTER_MODEL_CHANGE = {"index": 3, "evaluate": 3, "robust": 2, "robustness": 1, "aggregate": 1}
-# one more noise ratio: that ratio's query set and its point, then the curves and the summary
-AFTER_RATIO_ADDED = {"perturb": 1, "robust": 1, "robustness": 1, "aggregate": 1}
-# (after AFTER_RATIO_ADDED: three perturbed query sets)
-AFTER_EXTRACTION_CHANGE = {
-    "prepare": 1, "audit": 1, "attack": 3, "index": 3, "evaluate": 3, "perturb": 3, "robust": 3, "robustness": 1,
+    "download": 1, "prepare": 1, "audit": 1, "attack": 3, "train": 3, "index": 9, "evaluate": 9, **ROBUSTNESS_JOBS,
     "aggregate": 1,
 }  # fmt: skip
+AFTER_MODEL_CHANGE = {"index": 3, "evaluate": 3, "robust": 2, "robustness": 1, "aggregate": 1}  # bm25's k1
+# one more noise ratio: that ratio's query set and its 3 points, then the curves and the summary
+AFTER_RATIO_ADDED = {"perturb": 1, "robust": 3, "robustness": 3, "aggregate": 1}
+# nbow's learning rate: its 3 trainings and everything downstream of them (6 runs; 2 of them in the
+# robustness grid, now with 3 points each); bm25's runs stay
+AFTER_LR_CHANGE = {"train": 3, "index": 6, "evaluate": 6, "robust": 6, "robustness": 2, "aggregate": 1}
+# (after AFTER_RATIO_ADDED: three perturbed query sets)
+AFTER_EXTRACTION_CHANGE = {
+    "prepare": 1, "audit": 1, "attack": 3, "train": 3, "index": 9, "evaluate": 9, "perturb": 3, "robust": 9,
+    "robustness": 3, "aggregate": 1,
+}  # fmt: skip
+NBOW_LR = {"models": {"nbow": {"training": {"lr": 0.004}}}}
 
 
 def _env() -> dict[str, str]:
@@ -109,9 +117,10 @@ def snakemake_jobs(output: str) -> collections.Counter[str]:
 
 def dvc_jobs(output: str) -> collections.Counter[str]:
     """Stages dvc repro executed, by stage name without the matrix suffix (`perturb-fixed` and
-    `robust-fixed`, the ratio-free perturbations, count as the snakemake rules they mirror)."""
+    `robust-fixed`, the ratio-free perturbations, and the `-trained` stages of trained runs count as
+    the snakemake rules they mirror)."""
     stages = re.findall(r"Running stage '([\w-]+)(?:@[^']*)?'", output)
-    return collections.Counter(stage.removesuffix("-fixed") for stage in stages)
+    return collections.Counter(re.sub(r"(-fixed)?(-trained)?$", "", stage) for stage in stages)
 
 
 def snapshot(project: Path) -> dict[str, bytes]:
@@ -173,7 +182,7 @@ def test_dvc_runs_every_stage_of_the_tiny_study_once(dvc_first: dict) -> None:
 
 
 def test_tiny_study_reports_real_mrrs_for_both_attacks(snakemake_first: dict) -> None:
-    rows = {(r["attack"], r["protocol"]): r for r in summary_rows(snakemake_first["project"])}
+    rows = {(r["attack"], r["protocol"]): r for r in summary_rows(snakemake_first["project"]) if r["model"] == "bm25"}
     assert set(rows) == {(a, p) for a in TINY_ATTACKS for p in ("full-corpus", "csn-1000")}
     for attack in TINY_ATTACKS:
         full = rows[(attack, "full-corpus")]
@@ -185,6 +194,23 @@ def test_tiny_study_reports_real_mrrs_for_both_attacks(snakemake_first: dict) ->
     assert float(rows[("none", "full-corpus")]["mrr"]) > float(rows[("no_comment", "full-corpus")]["mrr"]) + 0.2
     summary = (snakemake_first["project"] / "results/summary.md").read_text()
     assert "test pool has" in summary and "< 1000 records" in summary
+
+
+def test_tiny_study_trains_nbow_once_per_attack_and_shares_the_no_comment_model(snakemake_first: dict) -> None:
+    project = snakemake_first["project"]
+    rows = [r for r in summary_rows(project) if r["model"] == "nbow" and r["protocol"] == "full-corpus"]
+    assert {(r["attack"], r["inference"]) for r in rows} == {
+        (a, i) for a in TINY_ATTACKS for i in ("confused", "not_confused")
+    }
+    assert all(0.0 < float(r["mrr"]) <= 1.0 for r in rows)
+    mrr = {(r["attack"], r["inference"]): float(r["mrr"]) for r in rows}
+    # on no_comment both inference types evaluate the same model
+    assert mrr[("no_comment", "confused")] == mrr[("no_comment", "not_confused")]
+    trained = sorted(
+        p.parent.relative_to(project / "checkpoints").as_posix() for p in project.glob("checkpoints/**/train.json")
+    )
+    assert trained == sorted(f"python-stdlib/{a}/nbow/ce/0" for a in TINY_ATTACKS)
+    assert not list(project.glob("checkpoints/**/state"))  # resumable state is removed once trained
 
 
 def test_both_drivers_write_the_same_files(snakemake_first: dict, dvc_first: dict) -> None:
@@ -209,6 +235,11 @@ def test_snakemake_reruns_only_what_a_change_invalidates(snakemake_first: dict) 
     ratio = snakemake(project)
     assert ratio.returncode == 0, ratio.stderr[-2000:]
     assert snakemake_jobs(ratio.stdout + ratio.stderr) == AFTER_RATIO_ADDED
+
+    _set_overlay(project, NBOW_LR)
+    lr = snakemake(project)
+    assert lr.returncode == 0, lr.stderr[-2000:]
+    assert snakemake_jobs(lr.stdout + lr.stderr) == AFTER_LR_CHANGE
 
     _set_overlay(project, {"extraction": {"min_code_lines": 4}})
     extraction = snakemake(project)
@@ -238,6 +269,11 @@ def test_dvc_reruns_only_what_a_change_invalidates(dvc_first: dict) -> None:
     assert ratio.returncode == 0, ratio.stderr[-2000:]
     assert dvc_jobs(ratio.stdout + ratio.stderr) == AFTER_RATIO_ADDED
 
+    _set_params(project, NBOW_LR)
+    lr = _run([dvc, "repro"], project)
+    assert lr.returncode == 0, lr.stderr[-2000:]
+    assert dvc_jobs(lr.stdout + lr.stderr) == AFTER_LR_CHANGE
+
     again = _run([dvc, "repro"], project)
     assert dvc_jobs(again.stdout + again.stderr) == {}
 
@@ -247,6 +283,9 @@ def test_interrupted_run_finishes_on_restart_with_the_same_results(
     sig: signal.Signals, snakemake_first: dict, tmp_path: Path
 ) -> None:
     project = _copy_project(tmp_path / "project")
+    # BM25 alone: the interruption is the drivers' business, not a model's, and this test runs the
+    # study twice more (its results are compared with the bm25 part of the full run)
+    _set_overlay(project, {"grid": {"trained": {"models": []}}})
     command = ["bash", "scripts/snakemake.sh", "--cores", "1", "--configfile", TINY]
     process = subprocess.Popen(
         command, cwd=project, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -264,8 +303,13 @@ def test_interrupted_run_finishes_on_restart_with_the_same_results(
 
     restart = _run(command, project)
     assert restart.returncode == 0, restart.stdout[-3000:] + restart.stderr[-3000:]
-    assert (project / "results/summary.csv").read_bytes() == snakemake_first["files"]["results/summary.csv"]
-    assert snapshot(project) == snakemake_first["files"]
+    bm25_rows = [row for row in summary_rows(snakemake_first["project"]) if row["model"] == "bm25"]
+    assert summary_rows(project) == bm25_rows
+
+    def bm25_part(files: dict[str, bytes]) -> dict[str, bytes]:
+        return {k: v for k, v in files.items() if "/nbow/" not in k and not k.startswith("results/summary")}
+
+    assert bm25_part(snapshot(project)) == bm25_part(snakemake_first["files"])
 
 
 @pytest.mark.parametrize(
@@ -328,8 +372,11 @@ def test_dvc_code_deps_match_the_phase_code_snakemake_tracks() -> None:
 
     stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
     for phase, parts in PHASE_CODE.items():
-        code_deps = {d for d in stages[phase]["deps"] if d.startswith("src/")}
-        assert code_deps == {f"src/csbench/{part}" for part in parts}, phase
+        for stage in [
+            s for s in stages if s in (phase, f"{phase}-fixed", f"{phase}-trained", f"{phase}-fixed-trained")
+        ]:
+            code_deps = {d for d in stages[stage]["deps"] if d.startswith("src/")}
+            assert code_deps == {f"src/csbench/{part}" for part in parts}, stage
     rule_text = "".join(p.read_text() for p in (PROJECT_ROOT / "workflow/rules").glob("*.smk"))
     for phase in PHASE_CODE:
         assert f'code=paths.code_digest("{phase}")' in rule_text, phase

@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from csbench import __version__, paths
-from csbench.config import Config, ConfigError, RunKey, check_sources, load_config
+from csbench.config import INFERENCE_TYPES, Config, ConfigError, RunKey, check_sources, load_config
 from csbench.io import canonical_hash, write_json, write_parquet, write_text
 from csbench.registry import UnknownNameError
 
@@ -256,15 +257,70 @@ def cmd_attack(args: argparse.Namespace) -> int:
 
 
 def _run_key(args: argparse.Namespace, config: Config) -> RunKey:
-    from csbench.models import MODELS
-
     _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
     _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
-    _require(args.model, config.models, "model", "--model (not in grid.models)")
+    models = list(dict.fromkeys(config.models + config.trained["models"]))
+    _require(args.model, models, "model", "--model (not in grid.models or grid.trained.models)")
     run = RunKey(args.dataset, args.attack, args.model, args.loss, args.seed, args.inference)
-    if not MODELS.get(run.model).trained and (run.loss, run.seed, run.inference) != ("none", 0, "zero_shot"):
-        raise ValueError(f"model {run.model!r} is not trained: its runs have loss none, seed 0, zero_shot")
+    if run not in config.runs():
+        raise ValueError(
+            f"{run.path} is not a run of the config: zero-shot runs (grid.models) have loss none, seed 0, "
+            "inference zero_shot; trained runs take their loss, seed and inference from grid.trained"
+        )
     return run
+
+
+def _checkpoint(run: RunKey) -> Path | None:
+    """The trained encoder a run evaluates (``best/`` of its training), or None for zero-shot."""
+    if run.training is None:
+        return None
+    best = paths.checkpoint_dir(run.training.path) / "best"
+    if not best.is_dir():
+        raise FileNotFoundError(f"{best} is missing: run `csbench train` for {run.training.path} first")
+    return best
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train (or fine-tune) one model on a dataset's attacked train split; resumes a killed run."""
+    from csbench.config import TrainKey
+    from csbench.models.build import new_encoder
+    from csbench.train.loop import TrainConfig, train
+
+    config = _config(args)
+    key = TrainKey(args.dataset, args.attack, args.model, args.loss, args.seed)
+    trained = config.trained
+    _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
+    _require(args.model, trained["models"], "model", "--model (not in grid.trained.models)")
+    _require(args.loss, trained["losses"], "loss", "--loss (not in grid.trained.losses)")
+    if args.seed not in [int(s) for s in trained["seeds"]]:
+        raise ValueError(f"--seed {args.seed} is not in grid.trained.seeds ({trained['seeds']})")
+    spec = config.model_spec(key.model)
+    folder = paths.attacked_dir(key.dataset, key.attack)
+    files = paths.split_files(folder)
+    for split in ("train", "valid"):
+        if not files[split].is_file():
+            raise FileNotFoundError(f"{files[split]} is missing: run `csbench attack` for {key.dataset}/{key.attack}")
+    columns = ["query", "code", "language"]
+    train_frame = pd.read_parquet(files["train"], columns=columns)
+    valid_frame = pd.read_parquet(files["valid"], columns=columns)
+    regime = config.training_params(key.model)
+    max_valid = regime.pop("max_valid", None)
+    if max_valid is not None:
+        valid_frame = valid_frame.iloc[:max_valid]
+    train_config = TrainConfig.from_dict(
+        {**regime, "seed": key.seed, "loss": key.loss, "loss_params": config.loss_params(key.loss)}
+    )
+    log.info("training %s: %d train / %d valid pairs; %s", key.path, len(train_frame), len(valid_frame), train_config)
+    params = config.model_params(key.model)
+    encoder = new_encoder(spec, params, train_frame, key.seed)
+    out = paths.checkpoint_dir(key.path)
+    result = train(encoder, train_frame, valid_frame, train_config, out, progress=not args.quiet, resume=True)
+    shutil.rmtree(out / "state", ignore_errors=True)  # only needed to resume; train.json is written
+    log.info(
+        "%s: best validation MRR %.4f at step %s (%s)", key.path, result.best_mrr, result.best_step, result.stop_reason
+    )
+    return 0
 
 
 def _pools(run: RunKey) -> tuple[Path, Path]:
@@ -292,19 +348,23 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     from csbench.evaluate.runner import build_index
     from csbench.io import atomic_open
-    from csbench.models import MODELS
+    from csbench.models.build import retriever_factory
 
     config = _config(args)
     run = _run_key(args, config)
     params = config.model_params(run.model)
     test_file, codebase_file = _pools(run)
     pool, codebase = pd.read_parquet(test_file), pd.read_parquet(codebase_file)
-    factory = MODELS.get(run.model).factory
-    index = build_index(lambda: factory(params), pool, config.protocols, codebase)
+    factory = retriever_factory(config.model_spec(run.model), params, _checkpoint(run))
+    index = build_index(factory, pool, config.protocols, codebase)
     with atomic_open(paths.index_file(run.path), "wb") as handle:
         pickle.dump(index, handle, protocol=5)
     log.info("%s: encoded %s in %.1f s", run.path, ", ".join(index.retrievers), index.index_s)
     return 0
+
+
+# COBE's efficiency axis, in every run record (training figures are added for trained runs)
+EFFICIENCY_KEYS = ("index_s", "index_codes_per_s", "search_s", "query_latency_ms_p50", "query_latency_ms_p95")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -350,14 +410,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     language = ",".join(sorted(pool["language"].unique()))
     timings["total_s"] = round(time.perf_counter() - started, 3)
     params = {"model": model_params, "evaluation": evaluation}
+    inputs = [test_file, codebase_file, index_file]
+    efficiency = {k: timings.get(k) for k in EFFICIENCY_KEYS}
+    if run.training is not None:
+        record_file = paths.checkpoint_dir(run.training.path) / "train.json"
+        inputs.append(record_file)
+        record = json.loads(record_file.read_text())
+        params["training"] = record.get("config")
+        efficiency |= {
+            "train_s": record.get("train_seconds"),
+            "train_samples_per_s": record.get("samples_per_second"),
+            "train_steps": record.get("steps"),
+            "best_valid_mrr": record.get("best_mrr"),
+            "train_stop_reason": record.get("stop_reason"),
+        }
     write_json(
         out / "provenance.json",
         provenance(
-            phase="evaluate",
-            params=params,
-            inputs=[test_file, codebase_file, index_file],
-            seed=run.seed,
-            timings=timings,
+            phase="evaluate", params=params, inputs=inputs, seed=run.seed, timings=timings, efficiency=efficiency
         ),
     )
     write_json(
@@ -519,7 +589,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", required=True)
         p.add_argument("--loss", default="none")
         p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--inference", default="zero_shot")
+        p.add_argument("--inference", default="zero_shot", choices=INFERENCE_TYPES)
+
+    p = sub.add_parser("train", help="train / fine-tune a model on a dataset's attacked train split")
+    _add_config(p)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--attack", required=True, help="the attack of the training data (not_confused runs: no_comment)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--loss", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("index", help="encode (index) a run's candidate pools once, for evaluate and robust")
     run_args(p)

@@ -19,7 +19,7 @@ from csbench import paths
 from csbench.attacks import parse_spec
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 from csbench.evaluate.protocols import PROTOCOLS
-from csbench.models import MODELS
+from csbench.models import MODELS, ModelSpec, hf_custom_defaults
 from csbench.registry import UnknownNameError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +45,16 @@ class RunKey:
     def path(self) -> str:
         return f"{self.dataset}/{self.attack}/{self.model}/{self.loss}/{self.seed}/{self.inference}"
 
+    @property
+    def training(self) -> TrainKey | None:
+        """The training this run's model comes from: on the run's own (attacked) data when
+        ``confused``, on the ``no_comment`` data when ``not_confused`` (one model serves every attack),
+        none when ``zero_shot``."""
+        if self.inference == "zero_shot":
+            return None
+        attack = self.attack if self.inference == "confused" else NOT_CONFUSED_TRAIN_ATTACK
+        return TrainKey(self.dataset, attack, self.model, self.loss, self.seed)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset,
@@ -54,6 +64,26 @@ class RunKey:
             "seed": self.seed,
             "inference": self.inference,
         }
+
+
+INFERENCE_TYPES = ("zero_shot", "confused", "not_confused")
+NOT_CONFUSED_TRAIN_ATTACK = "no_comment"  # the thesis trains the not-confused model on comment-free code
+TRAINED_DEFAULTS: dict[str, Any] = {"losses": ["ce"], "seeds": [0], "inference": ["confused"]}
+
+
+@dataclass(frozen=True)
+class TrainKey:
+    """Coordinates of one training: the path below checkpoints/."""
+
+    dataset: str
+    attack: str
+    model: str
+    loss: str
+    seed: int
+
+    @property
+    def path(self) -> str:
+        return f"{self.dataset}/{self.attack}/{self.model}/{self.loss}/{self.seed}"
 
 
 @dataclass(frozen=True)
@@ -96,7 +126,54 @@ class Config:
         return {c.attack.name: c.params for c in parse_spec(spec, self.raw.get("attack_params") or {})}
 
     def model_params(self, name: str) -> dict[str, Any]:
-        return {**MODELS.get(name).defaults, **self.raw["models"].get(name, {})}
+        """Registered defaults overlaid with ``models.<name>`` (its ``training`` block excluded)."""
+        given = {k: v for k, v in (self.raw["models"].get(name) or {}).items() if k != "training"}
+        return {**self.model_spec(name).defaults, **given}
+
+    def model_spec(self, name: str) -> ModelSpec:
+        """The registered model, or a Hugging Face model the config defines (``family: hf``)."""
+        if name in MODELS:
+            return MODELS.get(name)
+        given = (self.raw.get("models") or {}).get(name) or {}
+        if given.get("family") == "hf":
+            return ModelSpec(
+                name,
+                f"Hugging Face bi-encoder {given.get('model_id')!r} (defined in the config)",
+                family="hf",
+                zero_shot=True,
+                trainable=True,
+                defaults_fn=hf_custom_defaults,
+            )
+        return MODELS.get(name)  # raises, listing the registered names
+
+    @property
+    def trained(self) -> dict[str, Any]:
+        """``grid.trained`` with its defaults: models trained or fine-tuned, losses, seeds, inference."""
+        given = self.raw["grid"].get("trained") or {}
+        return {
+            "models": list(given.get("models", [])),
+            **{k: list(given.get(k, v)) for k, v in TRAINED_DEFAULTS.items()},
+        }
+
+    def training_params(self, model: str) -> dict[str, Any]:
+        """The training regime of ``model``: ``training`` overlaid with ``models.<model>.training``."""
+        own = (self.raw["models"].get(model) or {}).get("training") or {}
+        regime = {**(self.raw.get("training") or {}), **own}
+        if (
+            "schedule" in own
+            and "schedule_params" not in own
+            and own["schedule"] != (self.raw.get("training") or {}).get("schedule")
+        ):
+            regime.pop("schedule_params", None)  # another schedule's parameters do not carry over
+        return regime
+
+    def loss_params(self, loss: str) -> dict[str, Any]:
+        return dict((self.raw.get("loss_params") or {}).get(loss) or {})
+
+    def trainings(self) -> list[TrainKey]:
+        """Every training the runs need (a not-confused model is trained once, on no_comment)."""
+        keys = [run.training for run in self.runs() if run.training is not None]
+        return list(dict.fromkeys(keys))
 
     @property
     def robustness(self) -> dict[str, Any]:
@@ -110,7 +187,7 @@ class Config:
         rob = self.robustness
         datasets = [d for d in rob.get("datasets", []) if d in self.datasets]
         attacks = [a for a in rob.get("attacks", []) if a in self.attacks]
-        return [RunKey(d, a, m) for d in datasets for a in attacks for m in self.models]
+        return [run for run in self.runs() if run.dataset in datasets and run.attack in attacks]
 
     def robustness_outside_grid(self) -> list[str]:
         """``robustness`` entries that are not in the grid (skipped by snakemake; dvc.yaml's matrices
@@ -134,8 +211,17 @@ class Config:
         return points + [(p, QUESTION_RATIO) for p in rob.get("fixed", [])]
 
     def runs(self) -> list[RunKey]:
-        """Every run the config asks for, in a stable order."""
-        return [RunKey(d, a, m) for d in self.datasets for a in self.attacks for m in self.models]
+        """Every run the config asks for, in a stable order: the zero-shot runs of ``grid.models``,
+        then the runs of each trained model (loss x seed x inference)."""
+        runs = [RunKey(d, a, m) for d in self.datasets for a in self.attacks for m in self.models]
+        trained = self.trained
+        for d in self.datasets:
+            for a in self.attacks:
+                for m in trained["models"]:
+                    for loss in trained["losses"]:
+                        for seed in trained["seeds"]:
+                            runs += [RunKey(d, a, m, loss, int(seed), i) for i in trained["inference"]]
+        return runs
 
     def section(self, *keys: str) -> Any:
         """A sub-tree of the config, e.g. ``section("models", "bm25")``."""
@@ -268,14 +354,56 @@ def _check_names(config: Config) -> None:
             raise ValueError(f"datasets.{name}: a local-source corpus needs {' and '.join(missing)}")
     for i, name in enumerate(config.attacks):
         parse_spec(name, config.raw.get("attack_params") or {}, where=f"grid.attacks[{i}]")
-    for i, name in enumerate(config.models):
-        MODELS.check(name, where=f"grid.models[{i}]")
+    _check_models(config)
     for i, name in enumerate(config.protocols):
         PROTOCOLS.check(name, where=f"evaluation.protocols[{i}]")
     _validate_robustness(config)
     split = config.raw["extraction"]["split"]
     if split["train"] + split["valid"] + split["test"] != 100:
         raise ValueError(f"extraction.split: train + valid + test must be 100, not {sum(split.values())}")
+
+
+def _check_models(config: Config) -> None:
+    from csbench.train.losses import LOSSES
+
+    defined = {name for name, opts in config.raw["models"].items() if (opts or {}).get("family") == "hf"}
+    valid = MODELS.names() + sorted(defined - set(MODELS.names()))
+    for name, opts in config.raw["models"].items():
+        if name not in valid:
+            raise UnknownNameError("model", name, valid, where=f"models.{name}")
+        if name in MODELS and "family" in (opts or {}) and opts["family"] != MODELS.get(name).family:
+            raise ValueError(f"models.{name}.family: {name!r} is registered as a {MODELS.get(name).family!r} model")
+        if name not in MODELS and not (opts or {}).get("model_id"):
+            raise ValueError(f"models.{name}: a model defined in the config needs a model_id (a hub id or a folder)")
+    for i, name in enumerate(config.models):
+        if name not in valid:
+            raise UnknownNameError("model", name, valid, where=f"grid.models[{i}]")
+        if not config.model_spec(name).zero_shot:
+            raise ValueError(
+                f"grid.models[{i}]: {name!r} is trained from scratch and has no zero-shot run; "
+                "list it under grid.trained.models"
+            )
+    for name in dict.fromkeys(config.models + config.trained["models"]):
+        given = set(config.raw["models"].get(name) or {}) - {"family", "training"}
+        if given:  # the neural families' defaults import torch: only read for models given parameters
+            known = set(config.model_spec(name).defaults) - {"family"}
+            for key in sorted(given - known):
+                raise UnknownNameError(f"parameter of model {name!r}", key, sorted(known), where=f"models.{name}")
+    trained = config.trained
+    for i, name in enumerate(trained["models"]):
+        if name not in valid:
+            raise UnknownNameError("model", name, valid, where=f"grid.trained.models[{i}]")
+        if not config.model_spec(name).trainable:
+            raise ValueError(f"grid.trained.models[{i}]: {name!r} is not trainable; list it under grid.models")
+    for i, name in enumerate(trained["losses"]):
+        LOSSES.check(name, where=f"grid.trained.losses[{i}]")
+    for name in config.raw.get("loss_params") or {}:
+        LOSSES.check(name, where=f"loss_params.{name}")
+    if trained["models"] and NOT_CONFUSED_TRAIN_ATTACK not in config.attacks:
+        raise ValueError(
+            f"grid.trained: trained models need {NOT_CONFUSED_TRAIN_ATTACK!r} in grid.attacks (not_confused runs "
+            "use the model trained on it, and dvc.yaml's trained stages depend on it)"
+        )
 
 
 def _validate_robustness(config: Config) -> None:

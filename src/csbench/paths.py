@@ -22,6 +22,7 @@ INDEX = "results/index/{run}/index.pkl"
 ROBUST_POINT = "results/robustness/{run}/points/{perturbation}/{ratio}.json"
 ROBUSTNESS = "results/robustness/{run}"  # robustness.json and robustness.png
 SUMMARY_FILES = ("summary.md", "summary.csv", "results.db")
+CHECKPOINT = "checkpoints/{train}"  # best/ (the encoder), train.json; state/ while training
 
 
 def prepared_dir(dataset: str) -> Path:
@@ -69,6 +70,10 @@ def robustness_dir(run_path: str) -> Path:
     return Path(ROBUSTNESS.format(run=run_path))
 
 
+def checkpoint_dir(train_path: str) -> Path:
+    return Path(CHECKPOINT.format(train=train_path))
+
+
 # The package code each phase runs, relative to src/csbench. Snakemake tracks its digest as a rule
 # parameter and dvc.yaml lists it as deps (tests/test_drivers.py checks both agree), so a code
 # change re-runs exactly the phases that run that code, under either driver.
@@ -77,10 +82,11 @@ PHASE_CODE: dict[str, tuple[str, ...]] = {
     "prepare": ("datasets", "code"),
     "audit": ("datasets/audit.py", "datasets/prepare.py", "code"),
     "attack": ("attacks", "code"),
-    "index": ("evaluate/runner.py", "evaluate/protocols.py", "models", "code/tokens.py"),
-    "evaluate": ("evaluate", "models", "code/tokens.py"),
+    "train": ("train", "models", "code/parsing.py", "code/tokens.py"),
+    "index": ("evaluate/runner.py", "evaluate/protocols.py", "models", "code/tokens.py", "code/parsing.py"),
+    "evaluate": ("evaluate", "models", "code/tokens.py", "code/parsing.py"),
     "perturb": ("perturbations",),
-    "robust": ("evaluate", "models", "code/tokens.py"),
+    "robust": ("evaluate", "models", "code/tokens.py", "code/parsing.py"),
     "robustness": ("evaluate/robustness.py", "evaluate/robust_report.py", "results/plots.py"),
     "aggregate": ("results",),
 }

@@ -54,7 +54,11 @@ def provenance(
     seed: int | None,
     timings: dict[str, float],
     device: str = "cpu",
+    efficiency: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The record of how an output was made. ``efficiency``: throughput and latency figures (COBE's
+    efficiency axis), kept here with the timings so the metrics files stay byte-identical between
+    runs."""
     return {
         "phase": phase,
         "code_sha256": code_digest(phase),
@@ -69,4 +73,5 @@ def provenance(
         "host": platform.node(),
         "argv": sys.argv,
         "timings_s": timings,
+        **({"efficiency": efficiency} if efficiency is not None else {}),
     }

@@ -5,7 +5,7 @@ import shlex
 import sys
 
 from csbench import paths
-from csbench.config import ConfigError, check_sources, load_config
+from csbench.config import INFERENCE_TYPES, ConfigError, RunKey, check_sources, load_config
 
 
 def _config_files():
@@ -49,10 +49,21 @@ def _alternatives(names):
     return "|".join(map(re.escape, names))
 
 
+def checkpoint_input(w):
+    """The trained encoder a run evaluates ({} for zero-shot runs)."""
+    run = RunKey(w.dataset, w.attack, w.model, w.loss, int(w.seed), w.inference)
+    if run.training is None:
+        return {}
+    return {"checkpoint": f"{paths.checkpoint_dir(run.training.path)}/best"}
+
+
 wildcard_constraints:
     dataset=_alternatives(CFG.datasets),
     attack=_alternatives(CFG.attacks),
-    model=_alternatives(CFG.models),
+    model=_alternatives(dict.fromkeys(CFG.models + CFG.trained["models"])),
+    loss=_alternatives(["none", *CFG.trained["losses"]]),
+    seed="[0-9]+",
+    inference=_alternatives(INFERENCE_TYPES),
     split=_alternatives(SPLITS),
     perturbation="[a-z_]+",
     ratio="[0-9.]+",

@@ -1,5 +1,6 @@
 rule index:
     input:
+        unpack(checkpoint_input),
         test="data/attacked/{dataset}/{attack}/test.parquet",
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
     output:

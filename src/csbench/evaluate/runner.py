@@ -58,6 +58,11 @@ class PoolIndex:
     pool_ids: dict[str, list[str]]
     index_s: float = 0.0
 
+    def efficiency(self) -> dict[str, float]:
+        """Encoding throughput: candidate codes indexed per second (all pools)."""
+        n = sum(len(ids) for ids in self.pool_ids.values())
+        return {"indexed_codes": n, "index_codes_per_s": round(n / self.index_s, 1) if self.index_s > 0 else 0.0}
+
 
 def _plans(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None) -> dict[str, tuple[str, Plan]]:
     ids = pool["id"].tolist()
@@ -137,6 +142,7 @@ def search(
     if len(queries) != len(ids):
         raise ValueError(f"{len(queries)} queries for {len(ids)} test records")
     t0 = time.perf_counter()
+    latencies: list[float] = []  # seconds to encode one query and score it against a whole pool
     for i in tqdm(range(len(ids)), desc=f"search {run_name}", unit="query", disable=not progress, mininterval=2):
         scores: dict[str, np.ndarray] = {}
         for name, (kind, plan) in plans.items():
@@ -144,7 +150,9 @@ def search(
             if candidates is None:
                 continue
             if kind not in scores:
+                started = time.perf_counter()
                 scores[kind] = np.asarray(index.retrievers[kind].scores(queries[i]), dtype=np.float64)
+                latencies.append(time.perf_counter() - started)
             local = scores[kind][candidates]
             correct = int(np.flatnonzero(candidates == plan.answer(i))[0])
             outcome = outcomes[name]
@@ -157,7 +165,11 @@ def search(
             for pos, j in enumerate(best[:run_depth], start=1):
                 outcome.run_lines.append(f"{ids[i]} Q0 {names[candidates[j]]} {pos} {local[j]:.6f} {run_name}")
     t_search = time.perf_counter() - t0
-    return outcomes, {"index_s": round(t_index, 3), "search_s": round(t_search, 3)}
+    timings = {"index_s": round(t_index, 3), "search_s": round(t_search, 3), **index.efficiency()}
+    if latencies:
+        p50, p95 = np.percentile(np.asarray(latencies) * 1000.0, [50, 95])
+        timings |= {"query_latency_ms_p50": round(float(p50), 3), "query_latency_ms_p95": round(float(p95), 3)}
+    return outcomes, timings
 
 
 def trec_bytes(lines: list[str]) -> bytes:

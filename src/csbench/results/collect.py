@@ -46,6 +46,7 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 "device": prov["device"],
                 "created": prov["created"],
                 "wall_s": prov["timings_s"].get("total_s"),
+                **{f"eff_{k}": v for k, v in (prov.get("efficiency") or {}).items()},
             }
         )
         for score in metrics["scores"]:

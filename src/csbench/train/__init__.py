@@ -1,0 +1,1 @@
+"""Training: COBE losses, the training loop, schedules and early stopping."""
