@@ -325,3 +325,19 @@ def test_code_subtokens_fast_path_equals_the_word_by_word_split() -> None:
     for code in codes:
         for keep in (True, False):
             assert code_subtokens(code, keep) == word_by_word(code, keep), (code[:40], keep)
+
+
+def test_batch_encoded_queries_score_as_queries_encoded_alone(stdlib_pairs):
+    """``search`` encodes a query set at once (``prepare_queries``); the scores must be those of each
+    query encoded alone, and a query outside the prepared set is still encoded on demand."""
+    queries, codes = stdlib_pairs
+    model = tiny_model("selfatt")
+    retriever = DenseRetriever(model, batch_size=16)
+    retriever.index(pd.DataFrame({"code": codes[:50], "language": "python"}))
+    alone = np.stack([retriever.scores(q) for q in queries[:30]])
+    retriever.prepare_queries(queries[:20])
+    batched = np.stack([retriever.scores(q) for q in queries[:30]])
+    assert set(retriever._queries) == set(queries[:20])
+    np.testing.assert_allclose(batched, alone, rtol=1e-5, atol=1e-5)
+    retriever.prepare_queries([])
+    assert retriever._queries == {}

@@ -141,8 +141,14 @@ def search(
     queries = pool["query"].tolist() if queries is None else list(queries)
     if len(queries) != len(ids):
         raise ValueError(f"{len(queries)} queries for {len(ids)} test records")
+    preparers = [getattr(index.retrievers[kind], "prepare_queries", None) for kind in {k for k, _ in plans.values()}]
+    preparers = [prepare for prepare in preparers if prepare is not None]
+    for prepare in preparers:
+        prepare([])  # forget the vectors of an earlier query set: the latencies encode each query
+    latencies = _query_latencies(index, plans, queries)
     t0 = time.perf_counter()
-    latencies: list[float] = []  # seconds to encode one query and score it against a whole pool
+    for prepare in preparers:  # dense retrievers encode all queries at once, in batches
+        prepare(queries)
     for i in tqdm(range(len(ids)), desc=f"search {run_name}", unit="query", disable=not progress, mininterval=2):
         scores: dict[str, np.ndarray] = {}
         for name, (kind, plan) in plans.items():
@@ -150,9 +156,7 @@ def search(
             if candidates is None:
                 continue
             if kind not in scores:
-                started = time.perf_counter()
                 scores[kind] = np.asarray(index.retrievers[kind].scores(queries[i]), dtype=np.float64)
-                latencies.append(time.perf_counter() - started)
             local = scores[kind][candidates]
             correct = int(np.flatnonzero(candidates == plan.answer(i))[0])
             outcome = outcomes[name]
@@ -170,6 +174,25 @@ def search(
         p50, p95 = np.percentile(np.asarray(latencies) * 1000.0, [50, 95])
         timings |= {"query_latency_ms_p50": round(float(p50), 3), "query_latency_ms_p95": round(float(p95), 3)}
     return outcomes, timings
+
+
+LATENCY_SAMPLE = 100  # queries timed one at a time for the latency figures
+
+
+def _query_latencies(index: PoolIndex, plans: dict[str, tuple[str, Plan]], queries: list[str]) -> list[float]:
+    """Seconds to answer one query alone (encode it, score the whole pool), for up to
+    ``LATENCY_SAMPLE`` evenly spaced queries, before any batch encoding: what a user waits for."""
+    kind = next((kind for kind, _ in plans.values()), None)
+    if kind is None or not queries:
+        return []
+    retriever = index.retrievers[kind]
+    step = max(1, len(queries) // LATENCY_SAMPLE)
+    latencies = []
+    for query in queries[::step][:LATENCY_SAMPLE]:
+        started = time.perf_counter()
+        retriever.scores(query)
+        latencies.append(time.perf_counter() - started)
+    return latencies
 
 
 def trec_bytes(lines: list[str]) -> bytes:

@@ -249,16 +249,25 @@ class DenseRetriever:
         vectors = encode_texts(self.encoder, list(queries), "query", batch_size=self.batch_size)
         return _unit(vectors) if self.encoder.similarity == "cosine" else vectors
 
+    def prepare_queries(self, queries: Sequence[str]) -> None:
+        """Encode ``queries`` at once in length-sorted batches (``search`` calls it before scoring
+        them one by one): ``scores`` then looks each query's vector up instead of encoding it alone."""
+        distinct = list(dict.fromkeys(queries))
+        self._queries = dict(zip(distinct, self.query_vectors(distinct), strict=True)) if distinct else {}
+
     def scores(self, query: str) -> np.ndarray:
         if self._codes is None:
             raise RuntimeError("index() must be called before scores()")
-        return (self._codes @ self.query_vectors([query])[0]).astype(np.float64)
+        cached = getattr(self, "_queries", {}).get(query)
+        vector = cached if cached is not None else self.query_vectors([query])[0]
+        return (self._codes @ vector).astype(np.float64)
 
     def __getstate__(self) -> dict[str, Any]:
         if self.loader is None:
             raise TypeError("a DenseRetriever without a loader cannot be pickled (its weights are not)")
         state = dict(self.__dict__)
         state["_encoder"] = None
+        state.pop("_queries", None)
         return state
 
 
