@@ -13,11 +13,9 @@ batch's B pairs (the paper leaves the batch reduction open; the authors' code su
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from torch import Tensor
 
-from torch import Tensor, nn
-
-from csbench.train.losses.hinge_sum import hinge_costs
+from csbench.train.losses.hinge_sum import HingeLoss, hinge_costs
 
 
 def hinge_max_loss(scores: Tensor, margin: float = 0.2, *, symmetric: bool = True) -> Tensor:
@@ -31,21 +29,7 @@ def hinge_max_loss(scores: Tensor, margin: float = 0.2, *, symmetric: bool = Tru
     return per_pair.mean()
 
 
-class HingeMaxLoss(nn.Module):
+class HingeMaxLoss(HingeLoss):
     """Contrastive hinge loss on each pair's hardest in-batch negative; see :func:`hinge_max_loss`."""
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {"margin": 0.2, "symmetric": True}
-
-    def __init__(self, margin: float = 0.2, symmetric: bool = True) -> None:
-        super().__init__()
-        if margin < 0:
-            raise ValueError(f"margin must be >= 0, got {margin}")
-        self.margin = float(margin)
-        self.symmetric = bool(symmetric)
-
-    def forward(self, scores: Tensor, *, epoch: int = 0, step: int = 0) -> Tensor:
-        """Scalar loss, averaged over the batch's pairs; ``epoch`` and ``step`` are not used."""
-        return hinge_max_loss(scores, self.margin, symmetric=self.symmetric)
-
-    def extra_repr(self) -> str:
-        return f"margin={self.margin}, symmetric={self.symmetric}"
+    core = staticmethod(hinge_max_loss)

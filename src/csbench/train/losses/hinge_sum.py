@@ -44,10 +44,12 @@ def hinge_sum_loss(scores: Tensor, margin: float = 0.2, *, symmetric: bool = Tru
     return per_pair.mean()
 
 
-class HingeSumLoss(nn.Module):
-    """Contrastive hinge loss over all in-batch negatives; see :func:`hinge_sum_loss`."""
+class HingeLoss(nn.Module):
+    """A contrastive hinge loss module: ``margin`` and ``symmetric`` around a pure core
+    (``hinge_sum_loss`` here, ``hinge_max_loss`` in hinge_max.py)."""
 
     DEFAULTS: ClassVar[dict[str, Any]] = {"margin": 0.2, "symmetric": True}
+    core = staticmethod(hinge_sum_loss)
 
     def __init__(self, margin: float = 0.2, symmetric: bool = True) -> None:
         super().__init__()
@@ -58,7 +60,13 @@ class HingeSumLoss(nn.Module):
 
     def forward(self, scores: Tensor, *, epoch: int = 0, step: int = 0) -> Tensor:
         """Scalar loss, averaged over the batch's pairs; ``epoch`` and ``step`` are not used."""
-        return hinge_sum_loss(scores, self.margin, symmetric=self.symmetric)
+        return self.core(scores, self.margin, symmetric=self.symmetric)
 
     def extra_repr(self) -> str:
         return f"margin={self.margin}, symmetric={self.symmetric}"
+
+
+class HingeSumLoss(HingeLoss):
+    """Contrastive hinge loss over all in-batch negatives; see :func:`hinge_sum_loss`."""
+
+    core = staticmethod(hinge_sum_loss)
