@@ -17,7 +17,7 @@ import pytest
 
 from csbench.evaluate.metrics import rank_of_correct
 from csbench.evaluate.protocols import PROTOCOLS, Chunked, FullCorpus
-from csbench.evaluate.runner import evaluate_pool, top_k, trec_bytes
+from csbench.evaluate.runner import LATENCY_SAMPLE, evaluate_pool, top_k, trec_bytes
 
 # ---------------------------------------------------------------------------------------------
 # the registry and the plans
@@ -307,18 +307,22 @@ def test_evaluate_pool_notes_and_metrics(evaluated: dict) -> None:
     assert metrics["mrr"] == pytest.approx(sum(1 / r if r <= 1000 else 0.0 for r in full_ranks) / POOL_SIZE)
     csn_ranks = list(evaluated["hand"]["csn-1000"].values())
     assert outcomes["csn-1000"].metrics()["mrr"] == pytest.approx(sum(1 / r for r in csn_ranks) / 2000)
-    assert set(evaluated["timings"]) == {"index_s", "search_s"}
+    assert set(evaluated["timings"]) == {
+        "index_s", "search_s", "indexed_codes", "index_codes_per_s", "query_latency_ms_p50", "query_latency_ms_p95"
+    }  # fmt: skip
+    assert evaluated["timings"]["query_latency_ms_p50"] <= evaluated["timings"]["query_latency_ms_p95"]
 
 
 def test_evaluate_pool_scores_each_query_once(evaluated: dict) -> None:
-    assert evaluated["retriever"].calls == POOL_SIZE
+    # once for the ranking, plus the queries answered alone for the latency figures
+    assert evaluated["retriever"].calls == POOL_SIZE + LATENCY_SAMPLE
 
 
 def test_evaluate_pool_skips_queries_no_protocol_evaluates() -> None:
     ids = _ids(1500)
     retriever = FakeRetriever(ids, np.zeros((1500, 1500)))
     outcomes, _ = evaluate_pool(retriever, _pool(ids), ["csn-1000"], 5, RUN_NAME, progress=False)
-    assert retriever.calls == 1000
+    assert retriever.calls == 1000 + LATENCY_SAMPLE
     assert len(outcomes["csn-1000"].ranks) == 1000
     assert set(outcomes["csn-1000"].ranks) == {1000}  # all tied: every correct answer is last
 
