@@ -364,8 +364,9 @@ def _check_names(config: Config) -> None:
 
 
 def _check_models(config: Config) -> None:
-    from csbench.train.losses import LOSSES
-
+    # Loss names (grid.trained.losses, loss_params) are the schema's enum, which tests/test_config.py
+    # keeps equal to csbench.train.losses.LOSSES: importing that registry here would import torch
+    # (about 2 s) into every job and every snakemake start.
     defined = {name for name, opts in config.raw["models"].items() if (opts or {}).get("family") == "hf"}
     valid = MODELS.names() + sorted(defined - set(MODELS.names()))
     for name, opts in config.raw["models"].items():
@@ -395,10 +396,6 @@ def _check_models(config: Config) -> None:
             raise UnknownNameError("model", name, valid, where=f"grid.trained.models[{i}]")
         if not config.model_spec(name).trainable:
             raise ValueError(f"grid.trained.models[{i}]: {name!r} is not trainable; list it under grid.models")
-    for i, name in enumerate(trained["losses"]):
-        LOSSES.check(name, where=f"grid.trained.losses[{i}]")
-    for name in config.raw.get("loss_params") or {}:
-        LOSSES.check(name, where=f"loss_params.{name}")
     if trained["models"] and NOT_CONFUSED_TRAIN_ATTACK not in config.attacks:
         raise ValueError(
             f"grid.trained: trained models need {NOT_CONFUSED_TRAIN_ATTACK!r} in grid.attacks (not_confused runs "

@@ -17,7 +17,9 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import tempfile
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -143,8 +145,6 @@ _KIND_MODULES = {"csn": "csbench.models.csn", "hf": "csbench.models.hf"}
 
 
 def _rmtree(path: Path) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -228,8 +228,6 @@ class DenseRetriever:
         return self._encoder
 
     def index(self, codes: pd.DataFrame) -> None:
-        import time
-
         t0 = time.perf_counter()
         vectors = encode_texts(
             self.encoder,
