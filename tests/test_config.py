@@ -138,13 +138,17 @@ def test_schema_bm25_keys_equal_model_defaults() -> None:
 def test_schema_training_keys_and_losses_equal_the_package() -> None:
     from dataclasses import fields
 
+    from csbench.train.cross_loop import CrossTrainConfig
     from csbench.train.loop import TrainConfig
     from csbench.train.losses import LOSSES
 
     training = _schema()["$defs"]["training"]["properties"]
     # every TrainConfig field a config may set (seed, loss and loss_params come from the run), plus max_valid
     settable = {f.name for f in fields(TrainConfig)} - {"seed", "loss", "loss_params", "cpu"}
-    assert set(training) == settable | {"max_valid"}
+    # and the cross-encoders' own knobs (CrossTrainConfig), which only models.<cross>.training reads
+    cross = {f.name for f in fields(CrossTrainConfig)} - {f.name for f in fields(TrainConfig)}
+    assert cross == {"negatives_per_positive", "data_seed", "keep"}
+    assert set(training) == settable | {"max_valid"} | cross
     trained = _schema()["properties"]["grid"]["properties"]["trained"]["properties"]
     assert trained["losses"]["items"]["enum"] == LOSSES.names()
     assert set(_schema()["properties"]["loss_params"]["properties"]) == set(LOSSES.names())
@@ -378,3 +382,42 @@ def test_a_grid_dataset_without_an_entry_under_datasets_is_refused() -> None:
     del raw["datasets"]["python-stdlib"]
     with pytest.raises(ConfigError, match=r"datasets\.python-stdlib: missing; .*`\{\}` for the defaults"):
         validate_config(raw)
+
+
+# ---------------------------------------------------------------------------------------------
+# protocols and seed stability
+
+
+def test_robustness_protocol_must_rank(tmp_path: Path, raw: dict[str, Any]) -> None:
+    def change(data: dict[str, Any]) -> None:
+        data["evaluation"]["protocols"] = ["full-corpus", "matching"]
+        data["robustness"]["protocol"] = "matching"
+
+    assert "has no MRR" in _error_of(tmp_path, raw, change)
+
+
+def test_stability_groups_need_two_seeds_and_k_within_run_depth(tmp_path: Path, raw: dict[str, Any]) -> None:
+    data = copy.deepcopy(raw)
+    data["grid"]["trained"] = {"models": ["nbow"], "losses": ["ce"], "seeds": [0], "inference": ["confused"]}
+    assert load_config(_write(tmp_path, data, "one.yaml")).stability_groups() == []
+    data["grid"]["trained"]["seeds"] = [0, 1, 2]
+    config = load_config(_write(tmp_path, data, "three.yaml"))
+    groups = config.stability_groups()
+    assert len(groups) == len(config.datasets) * len(config.attacks)  # one model, loss and inference
+    key, runs = groups[0]
+    assert key.path == f"{config.datasets[0]}/{config.attacks[0]}/nbow/ce/confused"
+    assert [run.seed for run in runs] == [0, 1, 2] and {run.path.rsplit("/", 2)[0] for run in runs} == {
+        f"{config.datasets[0]}/{config.attacks[0]}/nbow/ce"
+    }
+    assert config.stability == {"k": 20, "protocol": "full-corpus"}
+
+    def deep(d: dict[str, Any]) -> None:
+        d["grid"]["trained"]["seeds"] = [0, 1]
+        d["stability"]["k"] = 500
+
+    assert "deeper than evaluation.run_depth" in _error_of(tmp_path, data, deep)
+
+    def not_ranking(d: dict[str, Any]) -> None:
+        d["stability"]["protocol"] = "gecs-100"
+
+    assert "not a ranking protocol of evaluation.protocols" in _error_of(tmp_path, data, not_ranking)

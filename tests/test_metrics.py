@@ -1,5 +1,7 @@
 """Rank-based metrics (csbench.evaluate.metrics): ranks count ties against the model (SPEC
-"Retrieval protocols"), MRR may be cut at a rank, empty input has no metric values."""
+"Retrieval protocols"), MRR may be cut at a rank, nDCG@10 has binary relevance with one relevant
+code, empty input has no metric values. Checked against trec_eval (pytrec_eval) where the
+definitions coincide, and against hand-computed values where they differ (ties)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ import random
 import numpy as np
 import pytest
 
-from csbench.evaluate.metrics import RECALL_CUTOFFS, rank_metrics, rank_of_correct, reciprocal_ranks
+from csbench.evaluate.metrics import (
+    NDCG_CUTOFF,
+    RECALL_CUTOFFS,
+    ndcg_at,
+    rank_metrics,
+    rank_of_correct,
+    reciprocal_ranks,
+)
 
 # ---------------------------------------------------------------------------------------------
 # rank_of_correct
@@ -78,6 +87,8 @@ def test_rank_metrics_hand_computed() -> None:
     assert m["r@1"] == pytest.approx(1 / 7)
     assert m["r@5"] == pytest.approx(4 / 7)  # 1, 2, 3, 5
     assert m["r@10"] == pytest.approx(6 / 7)  # all but 11
+    # 1/log2(rank + 1) up to rank 10: 1, 0.6309, 0.5, 0.3869, 0.3562, 0.2891, and 0 for rank 11
+    assert m["ndcg@10"] == pytest.approx((1 + 0.630930 + 0.5 + 0.386853 + 0.356207 + 0.289065 + 0) / 7, abs=1e-6)
     assert m["mean_rank"] == pytest.approx(38 / 7)
     assert m["median_rank"] == 5.0
     assert m["n_queries"] == 7
@@ -88,8 +99,9 @@ def test_rank_metrics_even_count_median_and_keys() -> None:
     assert m["median_rank"] == 3.0
     assert m["mean_rank"] == 3.75
     assert m["mrr"] == pytest.approx((1 / 4 + 1 + 1 / 2 + 1 / 8) / 4)
-    assert list(m) == ["mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank", "n_queries"]
+    assert list(m) == ["mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "n_queries"]
     assert RECALL_CUTOFFS == (1, 5, 10)
+    assert NDCG_CUTOFF == 10
 
 
 def test_rank_metrics_cutoff_only_affects_mrr() -> None:
@@ -98,8 +110,10 @@ def test_rank_metrics_cutoff_only_affects_mrr() -> None:
     uncut = rank_metrics(ranks)
     assert cut["mrr"] == pytest.approx(0.5)
     assert uncut["mrr"] == pytest.approx((1 + 1 / 1001) / 2)
-    for key in ("r@1", "r@5", "r@10", "mean_rank", "median_rank", "n_queries"):
+    for key in ("r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "n_queries"):
         assert cut[key] == uncut[key]
+    # nor does a cutoff below 10 cut nDCG@10: rank 3 still gains 1/log2(4)
+    assert rank_metrics(np.array([3]), cutoff=2)["ndcg@10"] == pytest.approx(0.5)
     assert cut["mean_rank"] == 501.0
 
 
@@ -110,6 +124,7 @@ def test_rank_metrics_empty_input_has_no_values() -> None:
         "r@1": None,
         "r@5": None,
         "r@10": None,
+        "ndcg@10": None,
         "mean_rank": None,
         "median_rank": None,
         "n_queries": 0,
@@ -118,7 +133,7 @@ def test_rank_metrics_empty_input_has_no_values() -> None:
 
 def test_rank_metrics_values_are_plain_python_numbers() -> None:
     m = rank_metrics(np.array([1, 3]))
-    assert all(type(m[k]) is float for k in ("mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank"))
+    assert all(type(m[k]) is float for k in ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank"))
     assert type(m["n_queries"]) is int
 
 
@@ -204,3 +219,101 @@ def test_metrics_match_reference_on_random_tied_matrices(seed: int) -> None:
         for key, value in ref.items():
             assert ours[key] == pytest.approx(value), (cutoff, key)
         assert ours["n_queries"] == n_queries
+
+
+# ---------------------------------------------------------------------------------------------
+# ndcg_at on hand-computed ranks
+
+
+def test_ndcg_at_hand_computed() -> None:
+    # one relevant code, binary relevance: ideal DCG = 1, DCG = 1 / log2(rank + 1) while rank <= 10
+    gains = ndcg_at(np.array([1, 2, 3, 7, 10, 11, 500]))
+    np.testing.assert_allclose(gains, [1.0, 1 / math.log2(3), 0.5, 1 / 3, 1 / math.log2(11), 0.0, 0.0])
+
+
+def test_ndcg_at_other_cutoff_and_input_untouched() -> None:
+    ranks = np.array([3, 4, 5])
+    np.testing.assert_allclose(ndcg_at(ranks, k=4), [0.5, 1 / math.log2(5), 0.0])
+    np.testing.assert_array_equal(ranks, [3, 4, 5])
+
+
+# ---------------------------------------------------------------------------------------------
+# against trec_eval (pytrec_eval) where the definitions coincide
+#
+# With one relevant document per query (relevance 1) and no tied scores, trec_eval's measures and
+# ours coincide as follows:
+#   recip_rank           == 1 / rank                    (our MRR without cutoff; trec_eval has no cut,
+#                                                         so with a cutoff we zero ranks beyond it on its side)
+#   success_1 / _5 / _10 == rank <= k                    == our r@1 / r@5 / r@10
+#   recall_1 / _5 / _10  == rank <= k as well (one relevant document: found or not)
+#   ndcg_cut_10          == 1 / log2(rank + 1), 0 beyond 10 == our ndcg@10 (trec_eval's gain is the
+#                           relevance itself, ours 2^rel - 1 in the Challenge NDCG: equal for rel = 1)
+# They differ on ties: trec_eval orders equal scores by docno (descending), we put the correct code
+# last among them; see test_ties_differ_from_trec_eval.
+
+TREC_MEASURES = {"recip_rank", "success.1,5,10", "recall.1,5,10", "ndcg_cut.10"}
+
+
+@pytest.fixture(scope="module")
+def pytrec_eval():
+    return pytest.importorskip("pytrec_eval", reason="pytrec-eval-terrier (a dev dependency) is not installed")
+
+
+def _trec(pytrec_eval, matrix: np.ndarray, correct: np.ndarray) -> dict[str, dict[str, float]]:
+    """trec_eval's per-query measures: query i's qrels hold only its correct document."""
+    qrels = {f"q{i}": {f"d{c:04d}": 1} for i, c in enumerate(correct)}
+    run = {f"q{i}": {f"d{j:04d}": float(s) for j, s in enumerate(row)} for i, row in enumerate(matrix)}
+    return pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_per_query_measures_match_trec_eval_without_ties(pytrec_eval, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_queries, n_candidates = 150, 60  # ranks spread over 1..60, so the cuts at 1, 5, 10 all matter
+    matrix = rng.standard_normal((n_queries, n_candidates))
+    assert all(np.unique(row).size == n_candidates for row in matrix)  # no ties: trec_eval's order is ours
+    correct = rng.integers(0, n_candidates, n_queries)
+    ranks = np.array([rank_of_correct(row, int(c)) for row, c in zip(matrix, correct, strict=True)])
+    assert ranks.min() == 1 and ranks.max() > 10
+    trec = _trec(pytrec_eval, matrix, correct)
+    rr, rr_cut, ndcg = reciprocal_ranks(ranks), reciprocal_ranks(ranks, cutoff=7), ndcg_at(ranks)
+    for i, rank in enumerate(ranks):
+        measures = trec[f"q{i}"]
+        assert rr[i] == pytest.approx(measures["recip_rank"])
+        assert rr_cut[i] == pytest.approx(measures["recip_rank"] if rank <= 7 else 0.0)
+        assert ndcg[i] == pytest.approx(measures["ndcg_cut_10"])
+        for k in RECALL_CUTOFFS:
+            assert float(rank <= k) == measures[f"success_{k}"] == measures[f"recall_{k}"]
+    # and the means rank_metrics reports
+    m = rank_metrics(ranks)
+    for ours, theirs in [("mrr", "recip_rank"), ("ndcg@10", "ndcg_cut_10")] + [
+        (f"r@{k}", f"success_{k}") for k in RECALL_CUTOFFS
+    ]:
+        assert m[ours] == pytest.approx(np.mean([trec[q][theirs] for q in trec])), ours
+
+
+def test_ties_differ_from_trec_eval(pytrec_eval) -> None:
+    # three candidates tie at 0.5 with the correct one (d0002): trec_eval breaks the tie by docno,
+    # descending, and ranks d0002 first; we count the tie against the model: rank 3
+    matrix = np.array([[0.5, 0.5, 0.5, 0.1]])
+    trec = _trec(pytrec_eval, matrix, np.array([2]))["q0"]
+    assert trec["recip_rank"] == 1.0 and trec["ndcg_cut_10"] == 1.0 and trec["success_1"] == 1.0
+    m = rank_metrics(np.array([rank_of_correct(matrix[0], 2)]))
+    assert m["mean_rank"] == 3.0
+    assert m["mrr"] == pytest.approx(1 / 3)
+    assert m["ndcg@10"] == pytest.approx(0.5)  # 1 / log2(3 + 1)
+    assert m["r@1"] == 0.0 and m["r@5"] == 1.0
+
+
+def test_all_tied_scores_rank_last_for_every_correct_candidate(pytrec_eval) -> None:
+    # 12 equal scores: trec_eval's rank depends on the docno (12 - j for d000j), ours is always 12,
+    # beyond the nDCG cut at 10
+    matrix = np.zeros((12, 12))
+    correct = np.arange(12)
+    trec = _trec(pytrec_eval, matrix, correct)
+    assert [round(1 / trec[f"q{j}"]["recip_rank"]) for j in correct] == [12 - j for j in correct]
+    ranks = np.array([rank_of_correct(row, int(c)) for row, c in zip(matrix, correct, strict=True)])
+    assert (ranks == 12).all()
+    m = rank_metrics(ranks)
+    assert m["ndcg@10"] == 0.0 and m["r@10"] == 0.0
+    assert m["mrr"] == pytest.approx(1 / 12)

@@ -16,7 +16,14 @@ import pandas as pd
 import pytest
 
 from csbench.evaluate.metrics import rank_of_correct
-from csbench.evaluate.protocols import PROTOCOLS, Chunked, FullCorpus
+from csbench.evaluate.protocols import (
+    PROTOCOLS,
+    Chunked,
+    FullCorpus,
+    Matching,
+    SampledDistractors,
+    best_threshold,
+)
 from csbench.evaluate.runner import LATENCY_SAMPLE, evaluate_pool, top_k, trec_bytes
 
 # ---------------------------------------------------------------------------------------------
@@ -31,12 +38,19 @@ def _ids(n: int, seed: int = 7) -> list[str]:
 
 
 def test_registered_protocols() -> None:
-    assert PROTOCOLS.names() == ["full-corpus", "csn-1000"]
+    assert PROTOCOLS.names() == ["full-corpus", "csn-1000", "advtest", "gecs-100", "matching"]
     full, csn = PROTOCOLS.get("full-corpus"), PROTOCOLS.get("csn-1000")
     assert isinstance(full, FullCorpus)
-    assert full.mrr_cutoff == 1000
+    assert full.mrr_cutoff == 1000 and full.uses_codebase
     assert isinstance(csn, Chunked)
     assert (csn.size, csn.seed, csn.mrr_cutoff) == (1000, 0, None)
+    advtest = PROTOCOLS.get("advtest")  # CodeXGLUE AdvTest: the test set is the codebase, MRR@100
+    assert isinstance(advtest, FullCorpus) and advtest.mrr_cutoff == 100 and not advtest.uses_codebase
+    gecs = PROTOCOLS.get("gecs-100")
+    assert isinstance(gecs, SampledDistractors)
+    assert (gecs.distractors, gecs.seed, gecs.mrr_cutoff, gecs.kind) == (99, 42, None, "ranking")
+    matching = PROTOCOLS.get("matching")
+    assert isinstance(matching, Matching) and (matching.seed, matching.kind) == (42, "matching")
 
 
 def test_full_corpus_plans_every_query_against_all_candidates() -> None:
@@ -456,3 +470,200 @@ def test_an_empty_codebase_means_the_test_split_is_the_pool() -> None:
     empty = test.iloc[0:0]
     outcomes, _ = evaluate_pool(_TokenOverlap(), test, ["full-corpus"], 5, "t", progress=False, codebase=empty)
     assert outcomes["full-corpus"].ranks == [1, 1] and outcomes["full-corpus"].n_candidates == [2, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# gecs-100, advtest and matching
+
+
+def test_gecs_100_each_query_gets_its_code_and_99_distinct_uniform_distractors() -> None:
+    ids = _ids(500)
+    plan = PROTOCOLS.get("gecs-100").plan(ids)
+    assert plan.note == ""
+    assert plan.per_query is not None and plan.per_query.shape == (500, 100)
+    for query in range(500):
+        row = plan.candidates(query)
+        assert row[0] == query and plan.answer(query) == query
+        assert len(set(row.tolist())) == 100  # distinct
+        assert query not in set(row[1:].tolist())  # the distractors never include the answer
+    # independent per query and uniform: every code is drawn about 99 times (500 queries x 99 / 500 codes)
+    counts = np.bincount(plan.per_query[:, 1:].ravel(), minlength=500)
+    assert counts.min() > 60 and counts.max() < 140
+    # two queries almost never share their whole distractor set (independent draws)
+    assert len({tuple(sorted(row[1:].tolist())) for row in plan.per_query}) == 500
+
+
+def test_gecs_100_does_not_depend_on_pool_order_and_seed_matters() -> None:
+    ids = _ids(300)
+    plan = PROTOCOLS.get("gecs-100").plan(ids)
+    order = np.random.default_rng(1).permutation(300)
+    shuffled = [ids[k] for k in order]
+    again = PROTOCOLS.get("gecs-100").plan(shuffled)
+    for new_pos, old_pos in enumerate(order):
+        want = {ids[j] for j in plan.per_query[old_pos]}
+        got = {shuffled[j] for j in again.per_query[new_pos]}
+        assert got == want
+    other = SampledDistractors("x", "", None, distractors=99, seed=43).plan(ids)
+    assert not np.array_equal(other.per_query, plan.per_query)
+
+
+def test_gecs_100_small_pool_uses_every_other_code_and_says_so() -> None:
+    plan = PROTOCOLS.get("gecs-100").plan(_ids(40))
+    assert plan.per_query.shape == (40, 40)
+    assert "39 distractors per query instead of 99" in plan.note
+    assert all(set(plan.candidates(q).tolist()) == set(range(40)) for q in range(40))
+
+
+def test_matching_pairs_are_balanced_and_negatives_are_other_codes() -> None:
+    ids = _ids(400)
+    pairs = PROTOCOLS.get("matching").pairs(ids)
+    assert pairs.labels.sum() == 400 and pairs.labels.size == 800
+    positives, negatives = pairs.labels == 1, pairs.labels == 0
+    np.testing.assert_array_equal(pairs.queries[positives], pairs.codes[positives])
+    assert (pairs.queries[negatives] != pairs.codes[negatives]).all()
+    assert sorted(pairs.queries[negatives].tolist()) == list(range(400))  # one negative per query
+    again = PROTOCOLS.get("matching").pairs(ids)
+    np.testing.assert_array_equal(again.codes, pairs.codes)
+    assert not np.array_equal(Matching("m", "", None, seed=1).pairs(ids).codes, pairs.codes)
+    order = np.random.default_rng(2).permutation(400)  # the same pairs whatever the pool order
+    shuffled = PROTOCOLS.get("matching").pairs([ids[k] for k in order])
+    assert {(ids[order[q]], ids[order[c]]) for q, c in zip(shuffled.queries, shuffled.codes, strict=True)} == {
+        (ids[q], ids[c]) for q, c in zip(pairs.queries, pairs.codes, strict=True)
+    }
+    with pytest.raises(ValueError, match="at least 2"):
+        PROTOCOLS.get("matching").pairs(["only"])
+    with pytest.raises(TypeError, match="not a ranking protocol"):
+        PROTOCOLS.get("matching").plan(ids)
+
+
+def test_best_threshold_maximises_accuracy() -> None:
+    # positives 0.9, 0.8, 0.3; negatives 0.5, 0.2, 0.1: threshold 0.65 gets 5/6 (misses 0.3),
+    # 0.25 gets 5/6 too (takes 0.5); the lower candidate wins ties
+    scores = np.array([0.9, 0.8, 0.3, 0.5, 0.2, 0.1])
+    labels = np.array([1, 1, 1, 0, 0, 0])
+    threshold, accuracy = best_threshold(scores, labels)
+    assert accuracy == pytest.approx(5 / 6)
+    assert threshold == pytest.approx(0.25)
+    separable = best_threshold(np.array([3.0, 2.0, 1.0, 0.0]), np.array([1, 1, 0, 0]))
+    assert separable == (pytest.approx(1.5), 1.0)
+    # all positives: a threshold below every score is perfect; NaN never matches
+    assert best_threshold(np.array([0.2, 0.4]), np.array([1, 1]))[1] == 1.0
+    nan_case = best_threshold(np.array([np.nan, 0.7, 0.1]), np.array([0, 1, 0]))
+    assert nan_case[1] == 1.0 and 0.1 < nan_case[0] <= 0.7
+    with pytest.raises(ValueError):
+        best_threshold(np.array([]), np.array([]))
+
+
+def test_matching_through_evaluate_pool_uses_the_validation_threshold() -> None:
+    from csbench.evaluate.runner import MatchingOutcome, evaluate_pool
+
+    # codes and queries share words: a pair matches when they share a word. Validation picks the
+    # threshold between 0 and 1 shared words; the test decisions follow it.
+    def frame(prefix: str, n: int) -> pd.DataFrame:
+        words = [f"{prefix}w{k}" for k in range(n)]
+        return pd.DataFrame({"id": [f"{prefix}{k}" for k in range(n)], "query": words, "code": words})
+
+    test, valid = frame("t", 30), frame("v", 20)
+    outcomes, _ = evaluate_pool(
+        _TokenOverlap(),
+        test,
+        ["matching", "full-corpus"],
+        5,
+        "t",
+        progress=False,
+        valid=valid,
+        valid_retriever=_TokenOverlap(),
+    )
+    assert list(outcomes) == ["matching", "full-corpus"]
+    outcome = outcomes["matching"]
+    assert isinstance(outcome, MatchingOutcome)
+    metrics = outcome.metrics()
+    assert metrics["accuracy"] == 1.0 and metrics["valid_accuracy"] == 1.0
+    assert 0.0 < metrics["threshold"] <= 1.0
+    assert (metrics["n_pairs"], metrics["n_queries"]) == (60, 30)
+    lines = outcome.lines()
+    assert lines[0] == "t0\tt0\t1\t1.000000\t1"
+    assert sum(line.endswith("\t0\t0.000000\t0") for line in lines) == 30
+    with pytest.raises(ValueError, match="validation split"):
+        evaluate_pool(_TokenOverlap(), test, ["matching"], 5, "t", progress=False)
+
+
+def test_gecs_100_through_evaluate_pool_equals_hand_ranks(evaluated: dict) -> None:
+    from csbench.evaluate.runner import evaluate_pool
+
+    ids, matrix = evaluated["ids"], evaluated["matrix"]
+    outcomes, _ = evaluate_pool(FakeRetriever(ids, matrix), evaluated["pool"], ["gecs-100"], 5, RUN_NAME, False)
+    plan = PROTOCOLS.get("gecs-100").plan(ids)
+    hand = {ids[i]: _hand_rank(matrix[i], plan.candidates(i), i) for i in range(POOL_SIZE)}
+    got = outcomes["gecs-100"]
+    assert dict(zip(got.query_ids, got.ranks, strict=True)) == hand
+    assert set(got.n_candidates) == {100}
+    assert max(got.ranks) == 100 and min(got.ranks) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the block-wise engine path (retrievers with vectors) gives what the per-query path gives
+
+
+class _VectorRetriever:
+    """Inner products of fixed integer vectors per id (exact in float32, many ties); exposes them
+    as a ``DenseRetriever`` does, so ``search`` takes the engine path."""
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self.vectors = vectors
+        self.code_vectors: np.ndarray | None = None
+
+    def index(self, frame: pd.DataFrame) -> None:
+        self.code_vectors = np.stack([self.vectors[id_] for id_ in frame["id"]]).astype(np.float32)
+
+    def query_matrix(self, queries: list[str]) -> np.ndarray:
+        return np.stack([self.vectors[q.removeprefix("query for ")] for q in queries]).astype(np.float32)
+
+    def scores(self, query: str) -> np.ndarray:
+        return (self.code_vectors @ self.query_matrix([query])[0]).astype(np.float64)
+
+
+class _RowsOnly:
+    """The same retriever seen through ``index`` / ``scores`` only (the per-query path)."""
+
+    def __init__(self, inner: _VectorRetriever) -> None:
+        self.inner = inner
+
+    def index(self, frame: pd.DataFrame) -> None:
+        self.inner.index(frame)
+
+    def scores(self, query: str) -> np.ndarray:
+        return self.inner.scores(query)
+
+
+@pytest.mark.parametrize("memory_mb", [0.05, 256.0])
+def test_engine_path_equals_per_query_path(memory_mb: float) -> None:
+    from csbench.evaluate.runner import _is_dense, evaluate_pool
+
+    n = 2300
+    ids = _ids(n)
+    rng = np.random.default_rng(5)
+    vectors = {id_: rng.integers(-2, 3, size=6) for id_ in ids}  # 5**6 values: plenty of exact ties
+    valid_ids = [f"v{k}" for k in range(50)]
+    vectors |= {id_: rng.integers(-2, 3, size=6) for id_ in valid_ids}
+    pool, valid = _pool(ids), _pool(valid_ids)
+    protocols = ["full-corpus", "csn-1000", "advtest", "gecs-100", "matching"]
+    runs = {}
+    for path, wrap in (("engine", lambda r: r), ("rows", _RowsOnly)):
+        test_r, valid_r = wrap(_VectorRetriever(vectors)), wrap(_VectorRetriever(vectors))
+        runs[path], _ = evaluate_pool(
+            test_r, pool, protocols, 7, RUN_NAME, False, valid=valid, valid_retriever=valid_r, memory_mb=memory_mb
+        )
+        assert _is_dense(test_r) == (path == "engine")  # each path was taken
+    for name in protocols:
+        engine, rows = runs["engine"][name], runs["rows"][name]
+        if name == "matching":
+            assert engine.metrics() == rows.metrics()
+            assert engine.lines() == rows.lines()
+            continue
+        assert engine.ranks == rows.ranks, name
+        assert engine.query_ids == rows.query_ids and engine.n_candidates == rows.n_candidates
+        assert engine.top1 == rows.top1
+        assert engine.run_lines == rows.run_lines, name
+    ranks = np.array(runs["engine"]["full-corpus"].ranks)
+    assert (ranks > 1).mean() > 0.5  # the fixture has real competition and ties

@@ -23,7 +23,7 @@ from csbench.results.collect import aggregate, collect
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PARAMS = PROJECT_ROOT / "params.yaml"
-METRICS = ("mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank", "n_queries")
+METRICS = ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "n_queries")
 SMALL_POOL_NOTE = "test pool has 40 < 1000 records: no full chunk, nothing evaluated"
 
 
@@ -141,7 +141,7 @@ def test_summary_csv_one_row_per_run_and_protocol(tmp_path, two_runs) -> None:
     assert len(csv) == 4
     assert len(table) == 4
     keys = ["dataset", "attack", "model", "loss", "seed", "inference", "protocol"]
-    metrics = ["n_queries", "mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank"]
+    metrics = ["n_queries", "mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank"]
     assert list(csv.columns) == [*keys, *metrics, "mrr_vs_no_comment_%"]
     assert not csv.duplicated(subset=keys).any()
     row = csv[(csv["attack"] == "no_comment") & (csv["protocol"] == "full-corpus")].iloc[0]
@@ -169,11 +169,12 @@ def test_summary_md_shows_na_and_lists_the_note(tmp_path, two_runs) -> None:
     for line in csn:
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[7] == "0"  # n_queries
-        assert cells[8:] == ["n/a"] * 7  # six metrics and the change against no_comment
+        assert cells[8:] == ["n/a"] * 8  # seven metrics and the change against no_comment
     full = next(
         line for line in table_rows if line.startswith("| python-stdlib | none |") and "| full-corpus |" in line
     )
-    assert "| 4 | 0.6250 | 0.5000 | 0.7500 | 0.7500 | 376.0 | 1.5 | +167.9 |" in full
+    # nDCG@10 of ranks 1, 2, 1, 1500: (1 + 1 / log2(3) + 1 + 0) / 4 = 0.6577
+    assert "| 4 | 0.6250 | 0.5000 | 0.7500 | 0.7500 | 0.6577 | 376.0 | 1.5 | +167.9 |" in full
     assert "Notes:" in text
     assert f"- python-stdlib/none csn-1000: {SMALL_POOL_NOTE}" in text
     assert f"- python-stdlib/no_comment csn-1000: {SMALL_POOL_NOTE}" in text

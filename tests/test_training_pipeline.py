@@ -47,6 +47,14 @@ def test_trained_runs_and_the_trainings_they_need(tmp_path: Path) -> None:
     )
     assert config.model_params("nbow")["architecture"] == "nbow"
     assert "training" not in config.model_params("nbow")
+    # grid.trained.attacks narrows the trained runs (zero-shot runs keep every attack)
+    narrow = {**TRAINED, "attacks": ["no_comment", "ordered_id"]}
+    config = load_config([_config(tmp_path, lambda r: r["grid"].update(trained=narrow))])
+    assert len(config.runs()) == 3 + 2 * 2 * 2
+    assert {run.attack for run in config.runs() if run.model == "nbow"} == {"no_comment", "ordered_id"}
+    assert sorted(k.path for k in config.trainings()) == sorted(
+        f"python-stdlib/{a}/nbow/ce/{s}" for a in ("no_comment", "ordered_id") for s in (0, 1)
+    )
 
 
 def test_training_regime_layers_and_custom_hf_models(tmp_path: Path) -> None:
@@ -73,7 +81,30 @@ def test_training_regime_layers_and_custom_hf_models(tmp_path: Path) -> None:
         (lambda r: r["grid"].update(trained={**TRAINED, "models": ["nbwo"]}), "Did you mean 'nbow'"),
         (
             lambda r: (r["grid"].update(trained=TRAINED), r["grid"].update(attacks=["none", "ordered_id"])),
-            "need 'no_comment' in grid.attacks",
+            "need 'no_comment' in grid.trained.attacks",
+        ),
+        (
+            lambda r: r["grid"].update(trained={**TRAINED, "attacks": ["no_comment", "full_hash"]}),
+            "grid.trained.attacks[1]: 'full_hash' is not in grid.attacks",
+        ),
+        (
+            lambda r: r["grid"].update(trained={**TRAINED, "attacks": ["none"]}),
+            "need 'no_comment' in grid.trained.attacks",
+        ),
+        (
+            lambda r: (
+                r["grid"].update(trained={**TRAINED, "attacks": ["none", "no_comment"]}),
+                r["robustness"].update(attacks=["ordered_id"]),
+            ),
+            "robustness.attacks: ordered_id not in grid.trained.attacks",
+        ),
+        (
+            lambda r: r["grid"].update(trained={**TRAINED, "models": ["minilm-cross"], "losses": ["ce", "we"]}),
+            "cross-encoders (minilm-cross) train with cross-entropy",
+        ),
+        (
+            lambda r: r["grid"].update(trained={**TRAINED, "models": ["minilm-cross"]}),
+            "evaluated under gecs-100 and matching only",
         ),
         (lambda r: r["grid"].update(trained={**TRAINED, "losses": ["hinge"]}), "grid.trained.losses[0]"),
         (lambda r: r["grid"].update(trained={**TRAINED, "inference": ["zero_shot"]}), "grid.trained.inference"),

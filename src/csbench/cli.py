@@ -304,6 +304,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     columns = ["query", "code", "language"]
     train_frame = pd.read_parquet(files["train"], columns=columns)
     valid_frame = pd.read_parquet(files["valid"], columns=columns)
+    if spec.family == "cross":
+        return _train_cross(args, config, key, spec, train_frame, valid_frame)
     regime = config.training_params(key.model)
     max_valid = regime.pop("max_valid", None)
     if max_valid is not None:
@@ -323,13 +325,50 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pools(run: RunKey) -> tuple[Path, Path]:
+def _train_cross(args, config, key, spec, train_frame: pd.DataFrame, valid_frame: pd.DataFrame) -> int:
+    """Fine-tune a cross-encoder as GeCS did (one drawn negative per positive, CE over its two
+    logits); its regime is GeCS's for the model, overridden by ``models.<name>.training`` only
+    (the COBE regime under ``training:`` is for bi-encoders)."""
+    from csbench.models.build import new_encoder
+    from csbench.models.cross import CROSS_MODELS
+    from csbench.train.cross_loop import CrossTrainConfig, train_cross
+
+    own = dict((config.raw["models"].get(key.model) or {}).get("training") or {})
+    max_valid = own.pop("max_valid", None)
+    if max_valid is not None:
+        valid_frame = valid_frame.iloc[:max_valid]
+    regime = {**CROSS_MODELS[key.model.removesuffix("-cross")].get("training", {}), **own, "seed": key.seed}
+    train_config = CrossTrainConfig.from_dict(regime)
+    log.info("training %s: %d train / %d valid pairs; %s", key.path, len(train_frame), len(valid_frame), train_config)
+    model = new_encoder(spec, config.model_params(key.model), train_frame, key.seed)
+    result = train_cross(model, train_frame, valid_frame, train_config, paths.checkpoint_dir(key.path), not args.quiet)
+    log.info("%s: best validation accuracy %.4f (%s)", key.path, result.best_accuracy, result.stop_reason)
+    return 0
+
+
+def _pools(run: RunKey) -> tuple[Path, Path, Path]:
+    """The run's test, codebase and validation files (the last for a matching protocol's threshold)."""
     files = paths.split_files(paths.attacked_dir(run.dataset, run.attack))
-    test_file, codebase_file = files["test"], files[paths.POOL_SPLIT]
-    for file in (test_file, codebase_file):
+    chosen = files["test"], files[paths.POOL_SPLIT], files["valid"]
+    for file in chosen[:2]:  # the validation file is checked when a matching protocol reads it
         if not file.is_file():
             raise FileNotFoundError(f"{file} is missing: run `csbench attack` for {run.dataset}/{run.attack} first")
-    return test_file, codebase_file
+    return chosen
+
+
+def _read_pools(run: RunKey, protocols: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """The test pool, the codebase, and the validation split when a matching protocol needs it."""
+    from csbench.evaluate.runner import matching_protocols
+
+    test_file, codebase_file, valid_file = _pools(run)
+    valid = None
+    if matching_protocols(protocols):
+        if not valid_file.is_file():
+            raise FileNotFoundError(
+                f"{valid_file} is missing (matching chooses its threshold on it): run `csbench attack`"
+            )
+        valid = pd.read_parquet(valid_file)
+    return pd.read_parquet(test_file), pd.read_parquet(codebase_file), valid
 
 
 def _load_index(run: RunKey):
@@ -353,10 +392,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     config = _config(args)
     run = _run_key(args, config)
     params = config.model_params(run.model)
-    test_file, codebase_file = _pools(run)
-    pool, codebase = pd.read_parquet(test_file), pd.read_parquet(codebase_file)
+    pool, codebase, valid = _read_pools(run, config.protocols)
     factory = retriever_factory(config.model_spec(run.model), params, _checkpoint(run))
-    index = build_index(factory, pool, config.protocols, codebase)
+    index = build_index(factory, pool, config.protocols, codebase, valid)
     with atomic_open(paths.index_file(run.path), "wb") as handle:
         pickle.dump(index, handle, protocol=5)
     log.info("%s: encoded %s in %.1f s", run.path, ", ".join(index.retrievers), index.index_s)
@@ -368,7 +406,7 @@ EFFICIENCY_KEYS = ("index_s", "index_codes_per_s", "search_s", "query_latency_ms
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from csbench.evaluate.runner import search, trec_bytes
+    from csbench.evaluate.runner import DEFAULT_MEMORY_MB, MatchingOutcome, search, trec_bytes
     from csbench.io import atomic_open
     from csbench.provenance import provenance
 
@@ -376,11 +414,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     run = _run_key(args, config)
     model_params = config.model_params(run.model)
     evaluation = config.section("evaluation")
-    test_file, codebase_file = _pools(run)
+    test_file, codebase_file, valid_file = _pools(run)
     index, index_file = _load_index(run)
     started = time.perf_counter()
-    pool = pd.read_parquet(test_file)
-    codebase = pd.read_parquet(codebase_file)
+    pool, codebase, valid = _read_pools(run, evaluation["protocols"])
     run_name = f"csbench-{run.model}-{run.attack}"
     outcomes, timings = search(
         index,
@@ -390,6 +427,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         run_name,
         progress=not args.quiet,
         codebase=codebase,
+        valid=valid,
+        memory_mb=float(evaluation.get("memory_mb", DEFAULT_MEMORY_MB)),
     )
     out = paths.run_dir(run.path)
     scores, protocol_info = [], {}
@@ -398,6 +437,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         metrics = outcome.metrics()
         scores += [{"protocol": name, "metric": k, "value": v} for k, v in metrics.items()]
         protocol_info[name] = {"note": outcome.plan_note, "n_queries": metrics["n_queries"]}
+        if isinstance(outcome, MatchingOutcome):
+            header = "query_id\tcode_id\tlabel\tscore\tdecision"
+            write_text(out / f"{name}.tsv", "\n".join([header, *outcome.lines()]) + "\n")
+            continue
         ranks_lines += [
             f"{name}\t{q}\t{r}\t{c}\t{t}"
             for q, r, c, t in zip(outcome.query_ids, outcome.ranks, outcome.n_candidates, outcome.top1, strict=True)
@@ -410,7 +453,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     language = ",".join(sorted(pool["language"].unique()))
     timings["total_s"] = round(time.perf_counter() - started, 3)
     params = {"model": model_params, "evaluation": evaluation}
-    inputs = [test_file, codebase_file, index_file]
+    inputs = [test_file, codebase_file, index_file] + ([valid_file] if valid is not None else [])
     efficiency = {k: timings.get(k) for k in EFFICIENCY_KEYS}
     if run.training is not None:
         record_file = paths.checkpoint_dir(run.training.path) / "train.json"
@@ -438,9 +481,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "protocols": protocol_info,
         },
     )
-    summary = ", ".join(f"{n} MRR {o.metrics()['mrr']:.4f}" if o.ranks else f"{n} n/a" for n, o in outcomes.items())
+    summary = ", ".join(_headline(name, outcome.metrics()) for name, outcome in outcomes.items())
     log.info("%s: %s (%d test records, %.1f s)", run.path, summary, len(pool), timings["total_s"])
     return 0
+
+
+def _headline(protocol: str, metrics: dict) -> str:
+    """``<protocol> MRR 0.1234`` (or accuracy for matching) for the log."""
+    key = "accuracy" if "accuracy" in metrics else "mrr"
+    value = metrics.get(key)
+    return f"{protocol} {key if key == 'accuracy' else 'MRR'} {value:.4f}" if value is not None else f"{protocol} n/a"
 
 
 def cmd_perturb(args: argparse.Namespace) -> int:
@@ -465,13 +515,13 @@ def cmd_perturb(args: argparse.Namespace) -> int:
 
 def cmd_robust(args: argparse.Namespace) -> int:
     """One point of a robustness curve: the run's model on one perturbed query set."""
-    from csbench.evaluate.runner import search
+    from csbench.evaluate.runner import DEFAULT_MEMORY_MB, search
 
     config = _config(args)
     run = _run_key(args, config)
     ratio = float(args.ratio)
     protocol = config.robustness.get("protocol", "full-corpus")
-    test_file, codebase_file = _pools(run)
+    test_file, codebase_file, _ = _pools(run)
     queries_file = paths.perturbed_file(run.dataset, args.perturbation, ratio)
     if not queries_file.is_file():
         raise FileNotFoundError(f"{queries_file} is missing: run `csbench perturb` first")
@@ -483,7 +533,15 @@ def cmd_robust(args: argparse.Namespace) -> int:
         raise ValueError(f"{queries_file} lacks {len(missing)} test queries of {run.dataset}/{run.attack}")
     queries = perturbed.loc[pool["id"]].tolist()
     outcomes, _ = search(
-        index, pool, [protocol], 1, "robust", queries=queries, progress=not args.quiet, codebase=codebase
+        index,
+        pool,
+        [protocol],
+        1,
+        "robust",
+        queries=queries,
+        progress=not args.quiet,
+        codebase=codebase,
+        memory_mb=float(config.section("evaluation").get("memory_mb", DEFAULT_MEMORY_MB)),
     )
     outcome = outcomes[protocol]
     write_json(
@@ -538,9 +596,38 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     run_dirs = [paths.run_dir(run.path) for run in config.runs()]
     cards = {name: paths.cards_dir(name) / "card.json" for name in config.datasets}
     robustness = {run.path: paths.robustness_dir(run.path) / "robustness.json" for run in config.robustness_runs()}
-    table = aggregate(run_dirs, Path(paths.RESULTS), config.study, cards, robustness)
+    stability = stability_records(config, robustness)
+    table = aggregate(run_dirs, Path(paths.RESULTS), config.study, cards, robustness, stability)
     log.info("aggregated %d runs (%d rows) into %s/summary.md", len(run_dirs), len(table), paths.RESULTS)
     return 0
+
+
+def stability_records(config, robustness_files: dict[str, Path]) -> dict[str, dict]:
+    """Seed stability of every trained configuration with 2+ seeds (COBE V-E): its record and
+    heatmap under results/stability/<group>/, and results/stability/index.json listing them."""
+    from csbench.evaluate.stability import seed_stability
+    from csbench.results.plots import plot_seed_heatmap
+
+    settings = config.stability
+    records: dict[str, dict] = {}
+    for group, runs in config.stability_groups():
+        ir_auc = {}
+        for run in runs:
+            file = robustness_files.get(run.path)
+            if file is not None and file.is_file():
+                ir_auc[run.seed] = json.loads(file.read_text())
+        record = seed_stability(
+            {run.seed: paths.run_dir(run.path) for run in runs},
+            settings["protocol"],
+            k=int(settings["k"]),
+            ir_auc=ir_auc or None,
+        )
+        out = paths.stability_dir(group.path)
+        write_json(out / "stability.json", record)
+        plot_seed_heatmap(record, out / "heatmap.png")
+        records[group.path] = record
+    write_json(Path(paths.STABILITY) / "index.json", {"settings": settings, "groups": sorted(records)})
+    return records
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -628,7 +715,43 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("aggregate", help="build results/results.db and results/summary.{md,csv}")
     _add_config(p)
     p.set_defaults(func=cmd_aggregate)
+
+    p = sub.add_parser(
+        "challenge",
+        help="score CodeSearchNet Challenge predictions (NDCG Within / All, as its relevanceeval.py)",
+        description="Score a predictions CSV in the Challenge's submission format (columns language, "
+        "query, url; rows in rank order per query) against the expert annotations.",
+    )
+    p.add_argument("--predictions", required=True, type=Path, help="CSV: query,language,identifier,url")
+    p.add_argument(
+        "--annotations",
+        type=Path,
+        default=Path("data/raw/csn-challenge/annotationStore.csv"),
+        help="annotationStore.csv (default: where `csbench download --dataset csn-challenge` puts it)",
+    )
+    p.add_argument("--cutoff", type=int, default=300, help="predictions kept per query (default 300)")
+    p.add_argument("--json", type=Path, help="also write the scores here")
+    p.set_defaults(func=cmd_challenge)
     return parser
+
+
+def cmd_challenge(args: argparse.Namespace) -> int:
+    """NDCG Within / All and coverage per language of a Challenge predictions file."""
+    from csbench.datasets.releases.csn_challenge import load_annotations
+    from csbench.evaluate.challenge import challenge_ndcg, coverage, load_predictions, load_relevances
+
+    relevances = load_relevances(load_annotations(args.annotations))
+    predictions = load_predictions(args.predictions)
+    scores = challenge_ndcg(predictions, relevances, cutoff=args.cutoff)
+    covered = coverage(predictions, relevances, cutoff=args.cutoff)
+    print("language\tqueries\tndcg_within\tndcg_all\tcoverage")
+    for language, row in scores.items():
+        cells = [row["within"], row["all"], covered.get(language)]
+        text = ["n/a" if v is None else f"{v:.4f}" for v in cells]
+        print(f"{language}\t{row['queries']}\t" + "\t".join(text))
+    if args.json:
+        write_json(args.json, {"cutoff": args.cutoff, "ndcg": scores, "coverage": covered})
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,6 +87,24 @@ class TrainKey:
 
 
 @dataclass(frozen=True)
+class StabilityKey:
+    """A trained configuration whose runs differ only in seed: the path below results/stability/."""
+
+    dataset: str
+    attack: str
+    model: str
+    loss: str
+    inference: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.dataset}/{self.attack}/{self.model}/{self.loss}/{self.inference}"
+
+
+STABILITY_DEFAULTS: dict[str, Any] = {"k": 20}  # COBE V-E compares the top-20 lists
+
+
+@dataclass(frozen=True)
 class Config:
     raw: dict[str, Any]
     sources: tuple[str, ...]
@@ -110,6 +128,15 @@ class Config:
     @property
     def protocols(self) -> list[str]:
         return list(self.raw["evaluation"]["protocols"])
+
+    @property
+    def ranking_protocols(self) -> list[str]:
+        """The protocols that rank (a TREC run file each); the others decide pairs (matching)."""
+        return [name for name in self.protocols if PROTOCOLS.get(name).kind == "ranking"]
+
+    @property
+    def matching_protocols(self) -> list[str]:
+        return [name for name in self.protocols if PROTOCOLS.get(name).kind == "matching"]
 
     def dataset_options(self, name: str) -> dict[str, Any]:
         """Registered defaults overlaid with the options given in the config."""
@@ -148,10 +175,12 @@ class Config:
 
     @property
     def trained(self) -> dict[str, Any]:
-        """``grid.trained`` with its defaults: models trained or fine-tuned, losses, seeds, inference."""
+        """``grid.trained`` with its defaults: models trained or fine-tuned, the attacks they are
+        trained and evaluated on (default: every attack of the grid), losses, seeds, inference."""
         given = self.raw["grid"].get("trained") or {}
         return {
             "models": list(given.get("models", [])),
+            "attacks": list(given.get("attacks", self.attacks)),
             **{k: list(given.get(k, v)) for k, v in TRAINED_DEFAULTS.items()},
         }
 
@@ -216,12 +245,38 @@ class Config:
         runs = [RunKey(d, a, m) for d in self.datasets for a in self.attacks for m in self.models]
         trained = self.trained
         for d in self.datasets:
-            for a in self.attacks:
+            for a in trained["attacks"]:
                 for m in trained["models"]:
                     for loss in trained["losses"]:
                         for seed in trained["seeds"]:
                             runs += [RunKey(d, a, m, loss, int(seed), i) for i in trained["inference"]]
         return runs
+
+    @property
+    def stability(self) -> dict[str, Any]:
+        """``stability`` with its defaults: the protocol whose rankings are compared (default: the
+        robustness protocol if it is evaluated, else the first ranking protocol) and ``k``."""
+        given = dict(self.raw.get("stability") or {})
+        rob = self.robustness.get("protocol")
+        default = rob if rob in self.ranking_protocols else (self.ranking_protocols or [None])[0]
+        return {**STABILITY_DEFAULTS, "protocol": default, **given}
+
+    def stability_groups(self) -> list[tuple[StabilityKey, list[RunKey]]]:
+        """Seed stability (COBE V-E): every trained configuration of the grid with its runs, one per
+        seed; none when ``grid.trained.seeds`` has fewer than two seeds."""
+        trained = self.trained
+        seeds = [int(s) for s in trained["seeds"]]
+        if len(seeds) < 2:
+            return []
+        groups = []
+        for d in self.datasets:
+            for a in trained["attacks"]:
+                for m in trained["models"]:
+                    for loss in trained["losses"]:
+                        for inference in trained["inference"]:
+                            runs = [RunKey(d, a, m, loss, seed, inference) for seed in seeds]
+                            groups.append((StabilityKey(d, a, m, loss, inference), runs))
+        return groups
 
     def section(self, *keys: str) -> Any:
         """A sub-tree of the config, e.g. ``section("models", "bm25")``."""
@@ -358,6 +413,7 @@ def _check_names(config: Config) -> None:
     for i, name in enumerate(config.protocols):
         PROTOCOLS.check(name, where=f"evaluation.protocols[{i}]")
     _validate_robustness(config)
+    _validate_stability(config)
     split = config.raw["extraction"]["split"]
     if split["train"] + split["valid"] + split["test"] != 100:
         raise ValueError(f"extraction.split: train + valid + test must be 100, not {sum(split.values())}")
@@ -396,10 +452,30 @@ def _check_models(config: Config) -> None:
             raise UnknownNameError("model", name, valid, where=f"grid.trained.models[{i}]")
         if not config.model_spec(name).trainable:
             raise ValueError(f"grid.trained.models[{i}]: {name!r} is not trainable; list it under grid.models")
-    if trained["models"] and NOT_CONFUSED_TRAIN_ATTACK not in config.attacks:
+    cross = [name for name in trained["models"] if config.model_spec(name).family == "cross"]
+    if cross and trained["losses"] != ["ce"]:
         raise ValueError(
-            f"grid.trained: trained models need {NOT_CONFUSED_TRAIN_ATTACK!r} in grid.attacks (not_confused runs "
-            "use the model trained on it, and dvc.yaml's trained stages depend on it)"
+            f"grid.trained: cross-encoders ({', '.join(cross)}) train with cross-entropy over their match / "
+            "no-match head only: set grid.trained.losses to [ce], or study them in a config of their own"
+        )
+    if cross and not {"gecs-100", "matching"} & set(config.protocols):
+        raise ValueError(
+            f"evaluation.protocols: cross-encoders ({', '.join(cross)}) score pairs and are evaluated under "
+            "gecs-100 and matching only: add one of them"
+        )
+    for i, attack in enumerate(trained["attacks"]):
+        if attack not in config.attacks:
+            raise ValueError(f"grid.trained.attacks[{i}]: {attack!r} is not in grid.attacks")
+    if trained["models"] and NOT_CONFUSED_TRAIN_ATTACK not in trained["attacks"]:
+        raise ValueError(
+            f"grid.trained: trained models need {NOT_CONFUSED_TRAIN_ATTACK!r} in grid.trained.attacks (not_confused "
+            "runs use the model trained on it, and dvc.yaml's trained stages depend on it)"
+        )
+    outside = [a for a in config.robustness.get("attacks", []) if a not in trained["attacks"]]
+    if trained["models"] and outside:
+        raise ValueError(
+            f"robustness.attacks: {', '.join(outside)} not in grid.trained.attacks; dvc.yaml evaluates the "
+            "trained models on the perturbed queries of every robustness attack, so list them there too"
         )
 
 
@@ -428,6 +504,25 @@ def _validate_robustness(config: Config) -> None:
         raise ValueError(
             f"robustness.protocol: {rob.get('protocol')!r} is not in evaluation.protocols "
             f"({', '.join(config.protocols)})"
+        )
+    if PROTOCOLS.get(rob.get("protocol", "full-corpus")).kind != "ranking":
+        raise ValueError(
+            f"robustness.protocol: {rob.get('protocol')!r} decides pairs and has no MRR to draw curves from; "
+            "choose a ranking protocol (full-corpus, csn-1000, advtest, gecs-100)"
+        )
+
+
+def _validate_stability(config: Config) -> None:
+    stability = config.stability
+    if "stability" in config.raw and stability["protocol"] not in config.ranking_protocols:
+        raise ValueError(
+            f"stability.protocol: {stability['protocol']!r} is not a ranking protocol of evaluation.protocols "
+            f"({', '.join(config.ranking_protocols) or 'none'})"
+        )
+    depth = int(config.section("evaluation").get("run_depth", 0))
+    if config.stability_groups() and int(stability["k"]) > depth:
+        raise ValueError(
+            f"stability.k: {stability['k']} is deeper than evaluation.run_depth ({depth}), the ranks each run keeps"
         )
 
 

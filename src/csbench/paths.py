@@ -22,6 +22,7 @@ INDEX = "results/index/{run}/index.pkl"
 ROBUST_POINT = "results/robustness/{run}/points/{perturbation}/{ratio}.json"
 ROBUSTNESS = "results/robustness/{run}"  # robustness.json and robustness.png
 SUMMARY_FILES = ("summary.md", "summary.csv", "results.db")
+STABILITY = "results/stability"  # index.json, and <group>/{stability.json, heatmap.png} per configuration
 CHECKPOINT = "checkpoints/{train}"  # best/ (the encoder), train.json; state/ while training
 
 
@@ -70,6 +71,10 @@ def robustness_dir(run_path: str) -> Path:
     return Path(ROBUSTNESS.format(run=run_path))
 
 
+def stability_dir(group_path: str) -> Path:
+    return Path(STABILITY) / group_path
+
+
 def checkpoint_dir(train_path: str) -> Path:
     return Path(CHECKPOINT.format(train=train_path))
 
@@ -88,7 +93,7 @@ PHASE_CODE: dict[str, tuple[str, ...]] = {
     "perturb": ("perturbations",),
     "robust": ("evaluate", "models", "code/tokens.py", "code/parsing.py"),
     "robustness": ("evaluate/robustness.py", "evaluate/robust_report.py", "results/plots.py"),
-    "aggregate": ("results",),
+    "aggregate": ("results", "evaluate/stability.py"),
 }
 PACKAGE_DIR = Path(__file__).resolve().parent
 

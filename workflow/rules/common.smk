@@ -41,6 +41,7 @@ CSBENCH = _csbench_command()
 ENV = "../envs/csbench.yaml"
 CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
 SUMMARY_FILES = paths.SUMMARY_FILES
+STABILITY_GROUPS = CFG.stability_groups()
 SPLITS = paths.ALL_SPLITS
 RUNS = CFG.runs()
 

@@ -3,6 +3,7 @@ rule index:
         unpack(checkpoint_input),
         test="data/attacked/{dataset}/{attack}/test.parquet",
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
+        valid="data/attacked/{dataset}/{attack}/valid.parquet",
     output:
         index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.pkl",
     params:
@@ -26,13 +27,18 @@ rule evaluate:
         test="data/attacked/{dataset}/{attack}/test.parquet",
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
         index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.pkl",
+        valid="data/attacked/{dataset}/{attack}/valid.parquet",
     output:
         metrics="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/metrics.json",
         provenance="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/provenance.json",
         ranks="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/ranks.tsv",
         trec=expand(
             "results/runs/{{dataset}}/{{attack}}/{{model}}/{{loss}}/{{seed}}/{{inference}}/run.{protocol}.trec.gz",
-            protocol=CFG.protocols,
+            protocol=CFG.ranking_protocols,
+        ),
+        matching=expand(
+            "results/runs/{{dataset}}/{{attack}}/{{model}}/{{loss}}/{{seed}}/{{inference}}/{protocol}.tsv",
+            protocol=CFG.matching_protocols,
         ),
     params:
         cli=CSBENCH,

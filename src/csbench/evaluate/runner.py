@@ -1,4 +1,10 @@
-"""Score a test pool with a retriever under several protocols at once, streaming per query."""
+"""Score a test pool with a retriever under several protocols at once.
+
+Two paths give the same ranks: a retriever that exposes its vectors (``DenseRetriever``) is ranked
+by the block-wise engine of ``csbench.evaluate.ranking`` (no full score matrix, memory bounded by
+``memory_mb``); any other retriever (BM25) scores each query once against the whole pool and every
+protocol reads that row.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,17 @@ import pandas as pd
 from tqdm import tqdm
 
 from csbench.evaluate.metrics import rank_metrics, rank_of_correct
-from csbench.evaluate.protocols import PROTOCOLS, Plan, codebase_plan
+from csbench.evaluate.protocols import PROTOCOLS, MatchingPairs, Plan, best_threshold, codebase_plan
+
+DEFAULT_MEMORY_MB = 256.0  # evaluation.memory_mb: the ranking engine's score block
+
+
+def ranking_protocols(protocols: list[str]) -> list[str]:
+    return [name for name in protocols if PROTOCOLS.get(name).kind == "ranking"]
+
+
+def matching_protocols(protocols: list[str]) -> list[str]:
+    return [name for name in protocols if PROTOCOLS.get(name).kind == "matching"]
 
 
 @dataclass
@@ -29,6 +45,41 @@ class ProtocolOutcome:
 
     def metrics(self) -> dict:
         return rank_metrics(np.asarray(self.ranks, dtype=np.int64), PROTOCOLS.get(self.protocol).mrr_cutoff)
+
+
+@dataclass
+class MatchingOutcome:
+    """A matching protocol's decisions: one positive and one negative pair per test query."""
+
+    protocol: str
+    plan_note: str
+    query_ids: list[str]
+    code_ids: list[str]
+    labels: np.ndarray
+    scores: np.ndarray
+    threshold: float | None  # a bi-encoder's threshold, chosen on the validation split
+    valid_accuracy: float | None  # accuracy of that threshold on the validation pairs
+    decisions: np.ndarray  # True: match
+
+    def metrics(self) -> dict:
+        n = int(self.labels.size)
+        accuracy = float((self.decisions == self.labels.astype(bool)).mean()) if n else None
+        return {
+            "accuracy": accuracy,
+            "threshold": self.threshold,
+            "valid_accuracy": self.valid_accuracy,
+            "n_pairs": n,
+            "n_queries": n // 2,
+        }
+
+    def lines(self) -> list[str]:
+        """``query_id<TAB>code_id<TAB>label<TAB>score<TAB>decision`` per pair (matching.tsv)."""
+        return [
+            f"{q}\t{c}\t{int(label)}\t{score:.6f}\t{int(decision)}"
+            for q, c, label, score, decision in zip(
+                self.query_ids, self.code_ids, self.labels, self.scores, self.decisions, strict=True
+            )
+        ]
 
 
 def top_k(scores: np.ndarray, correct: int, k: int) -> np.ndarray:
@@ -65,12 +116,13 @@ class PoolIndex:
 
 
 def _plans(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None) -> dict[str, tuple[str, Plan]]:
+    """The ranking protocols' plans, each with the pool kind it ranks against."""
     ids = pool["id"].tolist()
     if len(set(ids)) != len(ids):
         raise ValueError("test pool ids are not unique")
     with_codebase = codebase is not None and len(codebase) > 0
     plans: dict[str, tuple[str, Plan]] = {}
-    for name in protocols:
+    for name in ranking_protocols(protocols):
         protocol = PROTOCOLS.get(name)
         if protocol.uses_codebase and with_codebase:
             plans[name] = ("codebase", codebase_plan(pool["url"].tolist(), codebase["url"].tolist()))
@@ -79,15 +131,33 @@ def _plans(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | No
     return plans
 
 
+POOL_KINDS = ("test", "codebase", "valid")
+
+
+def pool_kinds(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None) -> list[str]:
+    """The pools a model must index for ``protocols``: ``test``, ``codebase`` (a release's search
+    codebase) and ``valid`` (where a matching protocol chooses a bi-encoder's threshold)."""
+    kinds = {kind for kind, _ in _plans(pool, protocols, codebase).values()}
+    if matching_protocols(protocols):
+        kinds |= {"test", "valid"}
+    return [kind for kind in POOL_KINDS if kind in kinds]
+
+
 def build_index(
-    factory: Callable[[], Any], pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None = None
+    factory: Callable[[], Any],
+    pool: pd.DataFrame,
+    protocols: list[str],
+    codebase: pd.DataFrame | None = None,
+    valid: pd.DataFrame | None = None,
 ) -> PoolIndex:
     """Index each pool the protocols need with a new retriever from ``factory`` (one encoding each)."""
-    kinds = {kind for kind, _ in _plans(pool, protocols, codebase).values()}
-    frames = {"test": pool, "codebase": codebase}
+    kinds = pool_kinds(pool, protocols, codebase)
+    if "valid" in kinds and (valid is None or len(valid) < 2):
+        raise ValueError("the matching protocol needs a validation split of 2 records or more to choose its threshold")
+    frames = {"test": pool, "codebase": codebase, "valid": valid}
     t0 = time.perf_counter()
     retrievers, pool_ids = {}, {}
-    for kind in [k for k in ("test", "codebase") if k in kinds]:
+    for kind in kinds:
         retrievers[kind] = factory()
         retrievers[kind].index(frames[kind])
         pool_ids[kind] = frames[kind]["id"].tolist()
@@ -103,19 +173,42 @@ def evaluate_pool(
     progress: bool = True,
     codebase: pd.DataFrame | None = None,
     codebase_retriever=None,
-) -> tuple[dict[str, ProtocolOutcome], dict[str, float]]:
+    valid: pd.DataFrame | None = None,
+    valid_retriever=None,
+    memory_mb: float = DEFAULT_MEMORY_MB,
+) -> tuple[dict[str, ProtocolOutcome | MatchingOutcome], dict[str, float]]:
     """Rank the queries of the test split ``pool`` under each protocol.
 
     Test-pool protocols rank each query against test codes (its own code is the answer). When a
     non-empty ``codebase`` is given (with a second retriever for it), protocols that use the
     codebase rank against it instead, the answer being the codebase entry with the query's url.
+    A matching protocol also needs the validation split ``valid`` and a retriever for it.
     Each retriever indexes its pool once; each query is scored once per pool.
     """
     if codebase is not None and len(codebase) > 0 and codebase_retriever is None:
         raise ValueError("a codebase needs its own retriever")
-    given = iter([retriever, codebase_retriever])  # build_index asks for test first, then codebase
-    index = build_index(lambda: next(given), pool, protocols, codebase)
-    return search(index, pool, protocols, run_depth, run_name, progress=progress, codebase=codebase)
+    given = {"test": retriever, "codebase": codebase_retriever, "valid": valid_retriever}
+    kinds = pool_kinds(pool, protocols, codebase)
+    if "valid" in kinds and valid_retriever is None:
+        raise ValueError("the matching protocol needs a retriever for the validation split")
+    ordered = iter([given[kind] for kind in kinds])  # build_index asks in pool_kinds order
+    index = build_index(lambda: next(ordered), pool, protocols, codebase, valid)
+    return search(
+        index,
+        pool,
+        protocols,
+        run_depth,
+        run_name,
+        progress=progress,
+        codebase=codebase,
+        valid=valid,
+        memory_mb=memory_mb,
+    )
+
+
+def _is_dense(retriever: Any) -> bool:
+    """A retriever whose scores are inner products of vectors it exposes (the ranking engine's path)."""
+    return getattr(retriever, "code_vectors", None) is not None and hasattr(retriever, "query_matrix")
 
 
 def search(
@@ -127,63 +220,274 @@ def search(
     queries: list[str] | None = None,
     progress: bool = True,
     codebase: pd.DataFrame | None = None,
-) -> tuple[dict[str, ProtocolOutcome], dict[str, float]]:
+    valid: pd.DataFrame | None = None,
+    memory_mb: float = DEFAULT_MEMORY_MB,
+) -> tuple[dict[str, ProtocolOutcome | MatchingOutcome], dict[str, float]]:
     """Rank each query of the test split ``pool`` (or ``queries``, one text per test record: a
-    perturbed query set) against the indexed pools under each protocol."""
+    perturbed query set) against the indexed pools under each protocol; decide the pairs of a
+    matching protocol (its threshold chosen on ``valid``, the validation split)."""
     ids = pool["id"].tolist()
     plans = _plans(pool, protocols, codebase)
-    missing = {kind for kind, _ in plans.values()} - set(index.retrievers)
+    kinds = pool_kinds(pool, protocols, codebase)
+    missing = set(kinds) - set(index.retrievers)
     if missing:
         raise ValueError(f"the index has no {', '.join(sorted(missing))} pool")
-    outcomes = {name: ProtocolOutcome(name, plans[name][1].note) for name in protocols}
-    pool_ids = index.pool_ids
-    t_index = index.index_s
+    matching = matching_protocols(protocols)
+    if matching and (valid is None or len(valid) < 2):
+        raise ValueError("the matching protocol needs the validation split (2 records or more)")
     queries = pool["query"].tolist() if queries is None else list(queries)
     if len(queries) != len(ids):
         raise ValueError(f"{len(queries)} queries for {len(ids)} test records")
-    preparers = [getattr(index.retrievers[kind], "prepare_queries", None) for kind in {k for k, _ in plans.values()}]
+    searched = [kind for kind in kinds if kind != "valid"]
+    preparers = [getattr(index.retrievers[kind], "prepare_queries", None) for kind in searched]
     preparers = [prepare for prepare in preparers if prepare is not None]
     for prepare in preparers:
         prepare([])  # forget the vectors of an earlier query set: the latencies encode each query
-    latencies = _query_latencies(index, plans, queries)
+    latencies = _query_latencies(index, searched, queries)
     t0 = time.perf_counter()
     for prepare in preparers:  # dense retrievers encode all queries at once, in batches
         prepare(queries)
+    pairs = {name: PROTOCOLS.get(name).pairs(ids) for name in matching}
+    job = _Search(index, plans, pairs, ids, queries, run_depth, run_name, memory_mb, progress)
+    if all(hasattr(index.retrievers[kind], "score_pairs") for kind in searched):
+        outcomes, pair_scores = _search_pairs(job)
+    elif all(_is_dense(index.retrievers[kind]) for kind in searched):
+        outcomes, pair_scores = _search_dense(job)
+    else:
+        outcomes, pair_scores = _search_rows(job)
+    for name in matching:
+        outcomes[name] = _decide(name, index, pairs[name], pair_scores[name], ids, valid)
+    t_search = time.perf_counter() - t0
+    timings = {"index_s": round(index.index_s, 3), "search_s": round(t_search, 3), **index.efficiency()}
+    if latencies:
+        p50, p95 = np.percentile(np.asarray(latencies) * 1000.0, [50, 95])
+        timings |= {"query_latency_ms_p50": round(float(p50), 3), "query_latency_ms_p95": round(float(p95), 3)}
+    ordered = {name: outcomes[name] for name in protocols}
+    return ordered, timings
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One query set to answer: the indexed pools, the ranking plans, the matching pairs."""
+
+    index: PoolIndex
+    plans: dict[str, tuple[str, Plan]]
+    pairs: dict[str, MatchingPairs]
+    ids: list[str]
+    queries: list[str]
+    run_depth: int
+    run_name: str
+    memory_mb: float
+    progress: bool
+
+
+Searched = tuple[dict[str, ProtocolOutcome], dict[str, np.ndarray]]  # outcomes, matching pair scores
+
+
+def _search_rows(job: _Search) -> Searched:
+    """Any retriever: each query scored once against each pool it needs; every protocol reads the row."""
+    index, plans, pairs, ids, queries = job.index, job.plans, job.pairs, job.ids, job.queries
+    run_depth, run_name, progress = job.run_depth, job.run_name, job.progress
+    outcomes = {name: ProtocolOutcome(name, plan.note) for name, (_, plan) in plans.items()}
+    pair_scores = {name: np.empty(p.labels.size, dtype=np.float64) for name, p in pairs.items()}
+    # pair j of a matching protocol is (query pairs.queries[j], code pairs.codes[j]): index them by query
+    pair_rows = {name: _rows_by_query(p.queries, len(ids)) for name, p in pairs.items()}
+    pool_ids = index.pool_ids
     for i in tqdm(range(len(ids)), desc=f"search {run_name}", unit="query", disable=not progress, mininterval=2):
-        scores: dict[str, np.ndarray] = {}
+        scores: dict[str, np.ndarray] = {}  # one row per pool kind, computed when first needed
         for name, (kind, plan) in plans.items():
             candidates = plan.candidates(i)
             if candidates is None:
                 continue
-            if kind not in scores:
-                scores[kind] = np.asarray(index.retrievers[kind].scores(queries[i]), dtype=np.float64)
-            local = scores[kind][candidates]
+            local = _row(scores, index, kind, queries[i])[candidates]
             correct = int(np.flatnonzero(candidates == plan.answer(i))[0])
-            outcome = outcomes[name]
-            outcome.query_ids.append(ids[i])
-            outcome.ranks.append(rank_of_correct(local, correct))
-            outcome.n_candidates.append(int(candidates.size))
-            names = pool_ids[kind]
             best = top_k(local, correct, max(run_depth, 1))
-            outcome.top1.append(names[candidates[best[0]]])
-            for pos, j in enumerate(best[:run_depth], start=1):
-                outcome.run_lines.append(f"{ids[i]} Q0 {names[candidates[j]]} {pos} {local[j]:.6f} {run_name}")
-    t_search = time.perf_counter() - t0
-    timings = {"index_s": round(t_index, 3), "search_s": round(t_search, 3), **index.efficiency()}
-    if latencies:
-        p50, p95 = np.percentile(np.asarray(latencies) * 1000.0, [50, 95])
-        timings |= {"query_latency_ms_p50": round(float(p50), 3), "query_latency_ms_p95": round(float(p95), 3)}
-    return outcomes, timings
+            names = pool_ids[kind]
+            best_ids = [names[j] for j in candidates[best]]
+            _record(
+                outcomes[name],
+                ids[i],
+                rank_of_correct(local, correct),
+                candidates.size,
+                best_ids,
+                local[best],
+                run_depth,
+                run_name,
+            )
+        for name, p in pairs.items():
+            mine = pair_rows[name][i]
+            if mine.size:
+                pair_scores[name][mine] = _row(scores, index, "test", queries[i])[p.codes[mine]]
+    return outcomes, pair_scores
+
+
+def _row(cache: dict[str, np.ndarray], index: PoolIndex, kind: str, query: str) -> np.ndarray:
+    """The query's scores over the ``kind`` pool, computed once per query."""
+    if kind not in cache:
+        cache[kind] = np.asarray(index.retrievers[kind].scores(query), dtype=np.float64)
+    return cache[kind]
+
+
+CROSS_NOTE = (
+    "a cross-encoder scores (query, code) pairs: ranking every query against the whole pool would take "
+    "one forward pass per pair, so only gecs-100 and matching evaluate it"
+)
+
+
+def _search_pairs(job: _Search) -> Searched:
+    """Pair scorers (cross-encoders): each query's own candidates (gecs-100) and the matching pairs;
+    protocols that rank against a whole pool are left unevaluated, with a note."""
+    index, plans, pairs, ids, queries = job.index, job.plans, job.pairs, job.ids, job.queries
+    run_depth, run_name = job.run_depth, job.run_name
+    outcomes: dict[str, ProtocolOutcome] = {}
+    for name, (kind, plan) in plans.items():
+        if plan.per_query is None:
+            outcomes[name] = ProtocolOutcome(name, "; ".join(n for n in (plan.note, CROSS_NOTE) if n))
+            continue
+        outcome = ProtocolOutcome(name, plan.note)
+        rows = plan.per_query
+        n, k = rows.shape
+        scores = index.retrievers[kind].score_pairs(queries, np.repeat(np.arange(n), k), rows.ravel()).reshape(n, k)
+        names = index.pool_ids[kind]
+        for i in range(n):
+            correct = int(np.flatnonzero(rows[i] == plan.answer(i))[0])
+            best = top_k(scores[i], correct, max(run_depth, 1))
+            best_ids = [names[j] for j in rows[i][best]]
+            rank = rank_of_correct(scores[i], correct)
+            _record(outcome, ids[i], rank, k, best_ids, scores[i][best], run_depth, run_name)
+        outcomes[name] = outcome
+    pair_scores = {name: index.retrievers["test"].score_pairs(queries, p.queries, p.codes) for name, p in pairs.items()}
+    return outcomes, pair_scores
+
+
+def _rows_by_query(owners: np.ndarray, n: int) -> list[np.ndarray]:
+    """For each query, the indices of the rows ``owners`` assigns to it."""
+    order = np.argsort(owners, kind="stable")
+    bounds = np.searchsorted(owners[order], np.arange(n + 1))
+    return [order[bounds[q] : bounds[q + 1]] for q in range(n)]
+
+
+def _record(
+    outcome: ProtocolOutcome,
+    query_id: str,
+    rank: int,
+    n_candidates: int,
+    best_ids: list[str],
+    best_scores: np.ndarray,
+    run_depth: int,
+    run_name: str,
+) -> None:
+    """Append one query's rank, its best candidate and its TREC lines to ``outcome``."""
+    outcome.query_ids.append(query_id)
+    outcome.ranks.append(int(rank))
+    outcome.n_candidates.append(int(n_candidates))
+    outcome.top1.append(best_ids[0])
+    for pos, (doc, score) in enumerate(zip(best_ids[:run_depth], best_scores[:run_depth], strict=True), start=1):
+        outcome.run_lines.append(f"{query_id} Q0 {doc} {pos} {score:.6f} {run_name}")
+
+
+def _search_dense(job: _Search) -> Searched:
+    """Retrievers with vectors: each protocol ranked block-wise by the engine (no full score matrix)."""
+    index, plans, pairs, ids, queries = job.index, job.plans, job.pairs, job.ids, job.queries
+    run_depth, run_name, memory_mb, progress = job.run_depth, job.run_name, job.memory_mb, job.progress
+    from csbench.evaluate import ranking
+
+    vectors = {}
+    for kind in {kind for kind, _ in plans.values()} | ({"test"} if pairs else set()):
+        retriever = index.retrievers[kind]
+        vectors[kind] = (retriever.query_matrix(queries), retriever.code_vectors)
+    outcomes: dict[str, ProtocolOutcome] = {}
+    depth = max(run_depth, 1)
+    for name, (kind, plan) in plans.items():
+        q_vectors, c_vectors = vectors[kind]
+        names = index.pool_ids[kind]
+        outcome = ProtocolOutcome(name, plan.note)
+        per_query: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
+        if plan.per_query is not None:
+            rows = plan.per_query
+            answer_pos = np.argmax(rows == np.array([plan.answer(i) for i in range(len(ids))])[:, None], axis=1)
+            result = ranking.rank_candidates(q_vectors, c_vectors, rows, answer_pos, depth, memory_mb=memory_mb)
+            for i in range(len(ids)):
+                per_query[i] = (int(result.ranks[i]), rows[i], result.top[i], result.top_scores[i])
+        else:
+            where = np.full(len(names), -1, dtype=np.int64)
+            for g, group in enumerate(plan.groups):
+                members = np.flatnonzero(plan.group_of == g)
+                answers = members if plan.answers is None else plan.answers[members]
+                where[group] = np.arange(group.size)
+                result = ranking.rank_dense(
+                    q_vectors[members], c_vectors[group], where[answers], depth, memory_mb=memory_mb, progress=progress
+                )
+                where[group] = -1
+                for row, i in enumerate(members.tolist()):
+                    per_query[i] = (int(result.ranks[row]), group, result.top[row], result.top_scores[row])
+        for i in sorted(per_query):
+            rank, candidates, top, top_scores = per_query[i]
+            kept = top >= 0
+            best_ids = [names[j] for j in candidates[top[kept]]]
+            _record(outcome, ids[i], rank, candidates.size, best_ids, top_scores[kept], run_depth, run_name)
+        outcomes[name] = outcome
+    pair_scores = {}
+    for name, p in pairs.items():
+        q_vectors, c_vectors = vectors["test"]
+        pair_scores[name] = np.einsum("ij,ij->i", q_vectors[p.queries], c_vectors[p.codes]).astype(np.float64)
+    return outcomes, pair_scores
+
+
+def _decide(
+    name: str,
+    index: PoolIndex,
+    pairs: MatchingPairs,
+    scores: np.ndarray,
+    ids: list[str],
+    valid: pd.DataFrame,
+) -> MatchingOutcome:
+    """Match / no-match decisions of the test pairs, by the threshold that is most accurate on the
+    validation split's pairs (built the same way)."""
+    protocol = PROTOCOLS.get(name)
+    if getattr(index.retrievers["test"], "decides_matches", False):  # a cross-encoder's head decides
+        threshold, valid_accuracy = None, None
+        decisions = np.where(np.isnan(scores), False, scores > 0)
+    else:
+        valid_pairs = protocol.pairs(valid["id"].tolist())
+        valid_scores = pair_scores_of(index.retrievers["valid"], valid["query"].tolist(), valid_pairs)
+        threshold, valid_accuracy = best_threshold(valid_scores, valid_pairs.labels)
+        decisions = np.where(np.isnan(scores), False, scores >= threshold)
+    test_ids = index.pool_ids["test"]
+    return MatchingOutcome(
+        name,
+        "",
+        [ids[q] for q in pairs.queries],
+        [test_ids[c] for c in pairs.codes],
+        pairs.labels,
+        scores,
+        threshold,
+        valid_accuracy,
+        decisions,
+    )
+
+
+def pair_scores_of(retriever: Any, queries: list[str], pairs: MatchingPairs) -> np.ndarray:
+    """The score of each (query, code) pair: from the vectors of a dense retriever, else from one
+    score row per query."""
+    if _is_dense(retriever):
+        q_vectors = retriever.query_matrix(queries)
+        return np.einsum("ij,ij->i", q_vectors[pairs.queries], retriever.code_vectors[pairs.codes]).astype(np.float64)
+    out = np.empty(pairs.labels.size, dtype=np.float64)
+    for q, rows in enumerate(_rows_by_query(pairs.queries, len(queries))):
+        if rows.size:
+            out[rows] = np.asarray(retriever.scores(queries[q]), dtype=np.float64)[pairs.codes[rows]]
+    return out
 
 
 LATENCY_SAMPLE = 100  # queries timed one at a time for the latency figures
 
 
-def _query_latencies(index: PoolIndex, plans: dict[str, tuple[str, Plan]], queries: list[str]) -> list[float]:
+def _query_latencies(index: PoolIndex, kinds: list[str], queries: list[str]) -> list[float]:
     """Seconds to answer one query alone (encode it, score the whole pool), for up to
     ``LATENCY_SAMPLE`` evenly spaced queries, before any batch encoding: what a user waits for."""
-    kind = next((kind for kind, _ in plans.values()), None)
-    if kind is None or not queries:
+    kind = kinds[0] if kinds else None
+    if kind is None or not queries or not hasattr(index.retrievers[kind], "scores"):
         return []
     retriever = index.retrievers[kind]
     step = max(1, len(queries) // LATENCY_SAMPLE)

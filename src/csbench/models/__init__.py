@@ -6,6 +6,9 @@ Families:
 - ``lexical``: ``bm25``, no training; its runs are zero-shot.
 - ``csn``: the CodeSearchNet baselines ``nbow``, ``cnn``, ``birnn``, ``selfatt``, trained from scratch
   (``csbench.models.csn``); they have no zero-shot run.
+- ``cross``: cross-encoders (``csbench.models.cross``): query and code in one input, a binary
+  match / no-match head, fine-tuned as GeCS did (section 5.1); they score pairs, so they are
+  evaluated under ``gecs-100`` (100 candidates per query) and ``matching`` only.
 - ``hf``: Hugging Face bi-encoders (``csbench.models.hf``): evaluated zero-shot as released and/or
   fine-tuned. A config may add any other Hugging Face or sentence-transformers id as a model of this
   family (``models: {my-model: {family: hf, model_id: org/name}}``).
@@ -33,7 +36,7 @@ class Retriever(Protocol):
     def scores(self, query: str) -> np.ndarray: ...
 
 
-FAMILIES = ("lexical", "csn", "hf")
+FAMILIES = ("lexical", "csn", "hf", "cross")
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,16 @@ def _hf_defaults(name: str) -> Callable[[], dict[str, Any]]:
         from csbench.models.hf import HF_MODELS
 
         return {"family": "hf", **HF_MODELS[name]}
+
+    return defaults
+
+
+def _cross_defaults(name: str) -> Callable[[], dict[str, Any]]:
+    def defaults() -> dict[str, Any]:
+        from csbench.models.cross import CROSS_DEFAULTS, CROSS_MODELS
+
+        own = {k: v for k, v in CROSS_MODELS[name].items() if k != "training"}
+        return {"family": "cross", **CROSS_DEFAULTS, **own}
 
     return defaults
 
@@ -128,5 +141,22 @@ for _name, _what in [
             zero_shot=True,
             trainable=True,
             defaults_fn=_hf_defaults(_name),
+        ),
+    )
+for _name, _what in [
+    ("roberta-cross", "roberta-base (GeCS: lr 2e-5, 5 epochs)"),
+    ("codebert-cross", "microsoft/codebert-base (GeCS: lr 1e-5, 8 epochs)"),
+    ("codet5p-110m-embedding-cross", "Salesforce/codet5p-110m-embedding with GeCS's head (lr 2e-5, 10 epochs)"),
+    ("minilm-cross", "all-MiniLM-L6-v2 with a new head (offline; not a GeCS model)"),
+]:
+    MODELS.register(
+        _name,
+        ModelSpec(
+            _name,
+            f"cross-encoder (GeCS matching and ranking): {_what}",
+            family="cross",
+            zero_shot=False,
+            trainable=True,
+            defaults_fn=_cross_defaults(_name.removesuffix("-cross")),
         ),
     )

@@ -36,6 +36,10 @@ def new_encoder(spec: ModelSpec, params: dict[str, Any], train: pd.DataFrame, se
         )
     if spec.family == "hf":
         return pretrained_encoder(params)
+    if spec.family == "cross":
+        from csbench.models.cross import CrossEncoder, resolve_cross_params
+
+        return CrossEncoder.from_pretrained(resolve_cross_params(_own(params)), seed=seed)
     raise ValueError(f"model {spec.name!r} ({spec.family}) is not trainable")
 
 
@@ -46,6 +50,13 @@ def retriever_factory(
     trained ``checkpoint`` (``best/``), or over the pretrained encoder for a zero-shot run."""
     if spec.family == "lexical":
         return functools.partial(spec.factory, _own(params))
+    if spec.family == "cross":
+        from csbench.models.cross import CrossEncoder, CrossRetriever
+
+        if checkpoint is None:
+            raise ValueError(f"cross-encoder {spec.name!r} has no zero-shot head: its runs need a checkpoint")
+        load = functools.partial(CrossEncoder.load, checkpoint)
+        return functools.partial(CrossRetriever, load, batch_size)
     from csbench.models.encoder import DenseRetriever, load_encoder
 
     if checkpoint is not None:

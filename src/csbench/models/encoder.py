@@ -253,6 +253,21 @@ class DenseRetriever:
         distinct = list(dict.fromkeys(queries))
         self._queries = dict(zip(distinct, self.query_vectors(distinct), strict=True)) if distinct else {}
 
+    @property
+    def code_vectors(self) -> np.ndarray | None:
+        """The indexed codes' vectors (unit length for a cosine model): the ranking engine reads them."""
+        return self._codes
+
+    def query_matrix(self, queries: Sequence[str]) -> np.ndarray:
+        """The vectors of ``queries`` in order, one row each: looked up where ``prepare_queries``
+        encoded them, the others encoded now."""
+        cached = getattr(self, "_queries", {})
+        todo = list(dict.fromkeys(q for q in queries if q not in cached))
+        fresh = dict(zip(todo, self.query_vectors(todo), strict=True)) if todo else {}
+        if not queries:
+            return np.empty((0, 0 if self._codes is None else self._codes.shape[1]), dtype=np.float32)
+        return np.stack([cached[q] if q in cached else fresh[q] for q in queries]).astype(np.float32, copy=False)
+
     def scores(self, query: str) -> np.ndarray:
         if self._codes is None:
             raise RuntimeError("index() must be called before scores()")

@@ -13,7 +13,7 @@ import pandas as pd
 
 from csbench.io import atomic_path, write_text
 
-SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "mean_rank", "median_rank")
+SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "accuracy")
 BASELINE_ATTACK = "no_comment"  # every other attack is compared with it (thesis section 3.3.1)
 CHANGE_COLUMN = "mrr_vs_no_comment_%"
 RUN_COLUMNS = ("study", "dataset", "language", "attack", "model", "loss", "seed", "inference")
@@ -128,6 +128,45 @@ def robustness_markdown(records: dict[str, dict]) -> list[str]:
     return lines
 
 
+def _spread_cell(spread: dict | None) -> str:
+    """``mean ± std [min, max]`` of a spread record (n/a without one, or with a single seed)."""
+    if not spread or spread.get("std") is None:
+        return "n/a"
+    return f"{spread['mean']:.4f} ± {spread['std']:.4f} [{spread['min']:.4f}, {spread['max']:.4f}]"
+
+
+def stability_markdown(records: dict[str, dict]) -> list[str]:
+    """COBE V-E: per trained configuration, the agreement of its seeds' top-k lists and the spread
+    of MRR and IR-AUC across seeds; each configuration's heatmap (COBE Fig. 5)."""
+    if not records:
+        return []
+    first = next(iter(records.values()))
+    lines = [
+        "",
+        "## Seed stability (COBE V-E)",
+        "",
+        f"Runs that differ only in seed, compared on each query's top-{first['k']} list under "
+        f"`{first['protocol']}`: Spearman correlation over the union of two lists (an item a list lacks "
+        "ranks after its last), and the share of items both lists hold; means over queries, then "
+        "min / mean / max over the pairs of seeds. Spread: mean ± sample std [min, max] across seeds.",
+        "",
+        "| configuration | seeds | Spearman min / mean / max | overlap min / mean / max | MRR | IR-AUC (macro) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for group, record in records.items():
+        rho, overlap = record["summary"]["spearman"], record["summary"]["overlap"]
+        ir_auc = record["spread"].get("ir_auc") or {}
+        lines.append(
+            f"| {group} | {', '.join(str(s) for s in record['seeds'])} | "
+            f"{rho['min']:.3f} / {rho['mean']:.3f} / {rho['max']:.3f} | "
+            f"{overlap['min']:.3f} / {overlap['mean']:.3f} / {overlap['max']:.3f} | "
+            f"{_spread_cell(record['spread'].get('mrr'))} | {_spread_cell(ir_auc.get('macro'))} |"
+        )
+    lines.append("")
+    lines += [f"![seed stability of {group}](stability/{group}/heatmap.png)" for group in records]
+    return lines
+
+
 def write_database(
     path: Path, scores: pd.DataFrame, runs: pd.DataFrame, robustness: dict[str, dict] | None = None
 ) -> None:
@@ -213,6 +252,7 @@ def summary_markdown(
     notes: dict[str, str],
     cards: dict[str, Path] | None = None,
     robustness: dict[str, dict] | None = None,
+    stability: dict[str, dict] | None = None,
 ) -> str:
     lines = [
         f"# csbench results: study `{study}`",
@@ -240,6 +280,7 @@ def summary_markdown(
         lines += ["", "Notes:", ""]
         lines += [f"- {key}: {text}" for key, text in sorted(notes.items())]
     lines += robustness_markdown(robustness or {})
+    lines += stability_markdown(stability or {})
     lines += datasets_markdown(cards or {})
     return "\n".join(lines) + "\n"
 
@@ -250,6 +291,7 @@ def aggregate(
     study: str,
     cards: dict[str, Path] | None = None,
     robustness: dict[str, Path] | None = None,
+    stability: dict[str, dict] | None = None,
 ) -> pd.DataFrame:
     records = {}
     for run_path, file in (robustness or {}).items():
@@ -268,5 +310,5 @@ def aggregate(
     write_database(out_dir / "results.db", scores, runs, records)
     with atomic_path(out_dir / "summary.csv") as tmp:
         table.to_csv(tmp, index=False)
-    write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records))
+    write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records, stability))
     return table

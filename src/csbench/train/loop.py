@@ -165,15 +165,19 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
-        """Build from a mapping (e.g. params.yaml); an unknown key is an error naming the valid ones."""
-        valid = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - valid)
-        if unknown:
-            raise ValueError(f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
-        return cls(**values)
+        return config_from_dict(cls, values)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def config_from_dict(cls: type, values: dict[str, Any]) -> Any:
+    """A config dataclass from a mapping (e.g. params.yaml); an unknown key is an error naming the valid ones."""
+    valid = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(f"unknown training option(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
+    return cls(**values)
 
 
 @dataclass
@@ -302,6 +306,33 @@ def make_optimizer(encoder: nn.Module, config: TrainConfig) -> torch.optim.Optim
     return OPTIMIZERS.get(config.optimizer)([g for g in groups if g["params"]], lr=config.lr)
 
 
+def why_stop(early: EarlyStopping, config: Any, global_step: int, steps_per_epoch: int) -> str | None:
+    """Why a training stops after ``global_step`` optimizer steps, or None to go on."""
+    if early.should_stop:
+        return "early_stopping"
+    if config.max_steps is not None and global_step >= config.max_steps:
+        return "max_steps"
+    if global_step >= config.epochs * steps_per_epoch:
+        return "epochs"
+    return None
+
+
+def make_accelerator(config: Any) -> tuple[Accelerator, str]:
+    """The accelerator of a training run (and its resolved mixed precision) from the config's
+    ``cpu``, ``mixed_precision`` and ``grad_accum``."""
+    # On a CPU-only machine accelerate only sets up multi-process (gloo) when asked for the CPU.
+    use_cpu = config.cpu or (int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available())
+    mixed_precision = resolve_mixed_precision(config.mixed_precision, use_cpu)
+    accelerator = Accelerator(
+        cpu=use_cpu,
+        mixed_precision=mixed_precision,
+        gradient_accumulation_steps=config.grad_accum,
+        # One global batch split over the processes: the scheduler steps once per optimizer step.
+        dataloader_config=DataLoaderConfiguration(split_batches=True),
+    )
+    return accelerator, mixed_precision
+
+
 def resolve_mixed_precision(value: str, cpu: bool) -> str:
     """``auto`` → ``bf16`` on a CUDA device that supports it, else ``no`` (always ``no`` on CPU)."""
     if value != "auto":
@@ -423,16 +454,7 @@ def train(
     """
     out_dir = Path(out_dir)
     t_start = time.perf_counter()
-    # On a CPU-only machine accelerate only sets up multi-process (gloo) when asked for the CPU.
-    use_cpu = config.cpu or (int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available())
-    mixed_precision = resolve_mixed_precision(config.mixed_precision, use_cpu)
-    accelerator = Accelerator(
-        cpu=use_cpu,
-        mixed_precision=mixed_precision,
-        gradient_accumulation_steps=config.grad_accum,
-        # One global batch split over the processes: the scheduler steps once per optimizer step.
-        dataloader_config=DataLoaderConfiguration(split_batches=True),
-    )
+    accelerator, mixed_precision = make_accelerator(config)
     main = accelerator.is_main_process
     world, rank = accelerator.num_processes, accelerator.process_index
     set_seed(config.seed, deterministic=config.deterministic)
@@ -546,13 +568,7 @@ def train(
         accelerator.wait_for_everyone()
 
     def stop_reason() -> str | None:
-        if early.should_stop:
-            return "early_stopping"
-        if config.max_steps is not None and global_step >= config.max_steps:
-            return "max_steps"
-        if global_step >= config.epochs * steps_per_epoch:
-            return "epochs"
-        return None
+        return why_stop(early, config, global_step, steps_per_epoch)
 
     # ---- train
     bar = tqdm(

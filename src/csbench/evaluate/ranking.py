@@ -1,0 +1,494 @@
+"""Block-wise ranking engine: ranks and top lists of many queries without the full score matrix.
+
+The per-query reference is ``metrics.rank_of_correct`` (the number of candidates scoring at least
+as high as the correct one: ties count against the model; a NaN correct score ranks last; a NaN
+elsewhere never counts) and ``runner.top_k`` (best first, NaN as -inf; among equal scores the
+other candidates by ascending index, then the correct one, so its position equals its rank). The
+engine gives the same numbers while holding only one block of scores (a block of queries × a block
+of codes, sized from ``memory_mb``) and, per query, a count and a running top list:
+
+* each query's correct score is read from the very block computation whose scores are counted
+  against it, so its rank agrees with the scores it was compared with;
+* codes with identical vectors share one score column (``code_column``): float32 BLAS does not give
+  bitwise-equal products for equal vectors at different positions of a matmul (measured: ~3 % of
+  such pairs differ by an ulp), which would let a duplicate of the correct code win or lose the tie
+  at random; scored once, duplicates tie exactly and count against the model;
+* the running top list holds the best ``depth`` codes other than the correct one, merged block
+  after block (a block only contributes the scores that reach the list's current last entry); the
+  correct code is inserted at the end, at position rank - 1 (top_k's order).
+
+``rank_blocks`` is the core (any scoring function); ``rank_dense`` ranks inner products of vectors
+against one pool; ``rank_candidates`` ranks each query against its own candidate row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+ScoreBlock = Callable[[np.ndarray, slice], np.ndarray]
+
+# Bytes of working memory per entry of a score block beyond the scores: the comparison masks
+# (1 byte each); the scores are counted three times (the block, a NaN-free or partitioned copy, slack).
+_MASK_BYTES = 2
+# Bytes per query and top-list slot: three head arrays (float64, float64, int64) and the merge's copies.
+_TOP_BYTES = 64
+# A query block may gather the queries whose correct codes lie in up to 1 + n_code_blocks // this many
+# code blocks, at the price of computing all but one of those blocks twice (at most this share extra).
+_RECOMPUTE_SHARE = 8
+
+
+@dataclass
+class RankResult:
+    """Ranks and top lists of ``n_queries`` queries over ``n_candidates`` candidates each.
+
+    ``ranks[i]``: the 1-based rank of query i's correct candidate, ties against the model
+    (``rank_of_correct``); 0 when query i is not evaluated (its answer is -1).
+    ``top[i]``: the indices of query i's best ``depth`` candidates in ``top_k`` order (code indices for
+    ``rank_blocks``/``rank_dense``, positions in the query's candidate row for ``rank_candidates``);
+    padded with -1 when there are fewer candidates than ``depth``, all -1 for a query not evaluated.
+    ``top_scores[i]``: their scores as computed (float64; NaN where ``top`` is -1).
+    ``block``: the (queries, score columns) shape of the score blocks used.
+    """
+
+    ranks: np.ndarray
+    top: np.ndarray
+    top_scores: np.ndarray
+    n_candidates: int
+    block: tuple[int, int] = (0, 0)
+
+    @property
+    def evaluated(self) -> np.ndarray:
+        """Boolean mask of the queries that have a rank."""
+        return self.ranks > 0
+
+
+def block_shape(n_queries: int, n_codes: int, depth: int, memory_mb: float, bytes_per_score: float) -> tuple[int, int]:
+    """(queries, codes) per score block so that a block, its temporaries and the top-list buffers of
+    its queries fit in ``memory_mb`` (never below 1 × 1). Square-ish blocks, widened along codes when
+    there are few queries: each query block streams every code once, so fewer query blocks is better."""
+    budget = max(float(memory_mb), 0.0) * 2**20
+    elements = max(1, int(budget // bytes_per_score))
+    n_queries, n_codes = max(n_queries, 1), max(n_codes, 1)
+    rows = max(1, min(n_queries, math.isqrt(elements)))
+    cols = max(1, min(n_codes, elements // rows))
+    rows = max(1, min(n_queries, elements // cols))
+    per_row = cols * bytes_per_score + depth * _TOP_BYTES
+    rows = max(1, min(rows, int(budget // per_row)))
+    return rows, cols
+
+
+def rank_blocks(
+    score_block: ScoreBlock,
+    n_queries: int,
+    n_codes: int,
+    answers: np.ndarray,
+    depth: int,
+    memory_mb: float = 256.0,
+    progress: bool = False,
+    *,
+    code_column: np.ndarray | None = None,
+    bytes_per_score: float = 8 * 3 + _MASK_BYTES,
+    block: tuple[int, int] | None = None,
+) -> RankResult:
+    """Rank ``n_queries`` queries over ``n_codes`` codes, one score block at a time.
+
+    ``score_block(query_indices, column_slice)`` returns the float scores of those queries (an int64
+    array, ascending) against a slice of score columns, shape (len(query_indices), slice length).
+    Without ``code_column`` column j scores code j; with it, code c is scored by column
+    ``code_column[c]`` (codes with identical vectors share a column, and so tie exactly); every column
+    must score at least one code. ``score_block`` must be deterministic: when a query block's correct
+    codes span several column blocks, all but one of those blocks are computed twice (first for the
+    correct scores, then for counting), and a difference raises ``RuntimeError``.
+
+    ``answers[i]`` is the code index of query i's correct code, -1 when query i is not evaluated;
+    ``depth`` is the length of the top lists. ``bytes_per_score`` is the working memory one block
+    entry costs (score and temporaries), which with ``memory_mb`` sizes the blocks; ``block`` =
+    (queries, columns) sets the block shape instead (tests, tuning).
+    """
+    answers = np.asarray(answers, dtype=np.int64).reshape(-1)
+    if answers.size != n_queries:
+        raise ValueError(f"{answers.size} answers for {n_queries} queries")
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, not {depth}")
+    if np.any((answers < -1) | (answers >= n_codes)):
+        raise ValueError(f"answers must be code indices in [0, {n_codes}) or -1")
+    columns = _Columns.of(code_column, n_codes)
+    ranks = np.zeros(n_queries, dtype=np.int64)
+    top = np.full((n_queries, depth), -1, dtype=np.int64)
+    top_scores = np.full((n_queries, depth), np.nan)
+    evaluated = np.flatnonzero(answers >= 0)
+    n_columns = columns.n
+    if block is None:
+        rows, cols = block_shape(evaluated.size, n_columns, depth, memory_mb, bytes_per_score)
+    else:
+        rows, cols = max(1, int(block[0])), max(1, min(max(n_columns, 1), int(block[1])))
+    result = RankResult(ranks, top, top_scores, n_codes, (rows, cols))
+    if evaluated.size == 0:
+        return result
+    n_blocks = -(-n_columns // cols)
+    slices = [slice(b * cols, min(n_columns, (b + 1) * cols)) for b in range(n_blocks)]
+    answer_columns = columns.column_of(answers)
+    with tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar:
+        for queries in _query_blocks(answer_columns, evaluated, rows, cols, n_blocks):
+            ranks[queries], top[queries], top_scores[queries] = _rank_query_block(
+                score_block, queries, answers[queries], answer_columns[queries], slices, columns, n_codes, depth
+            )
+            bar.update(queries.size)
+    return result
+
+
+def rank_dense(
+    queries: np.ndarray,
+    codes: np.ndarray,
+    answers: np.ndarray,
+    depth: int,
+    memory_mb: float = 256.0,
+    progress: bool = False,
+) -> RankResult:
+    """Rank each query vector against all ``codes`` by inner product (float32 matmul of blocks).
+
+    ``answers[i]``: row of ``codes`` holding query i's correct code, -1 = not evaluated. Codes with
+    bitwise-identical vectors are scored once, so they tie exactly. See ``RankResult`` for what is
+    returned (``top`` holds code rows)."""
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    c = np.ascontiguousarray(codes, dtype=np.float32)
+    if q.ndim != 2 or c.ndim != 2 or q.shape[1] != c.shape[1]:
+        raise ValueError(f"queries {q.shape} and codes {c.shape} must be matrices of the same width")
+    code_column, firsts = distinct_rows(c, memory_mb)
+    gathered: list = [None, None]  # the current query block's vectors, gathered once for all its code blocks
+
+    def score_block(rows: np.ndarray, columns: slice) -> np.ndarray:
+        if gathered[0] is not rows:
+            gathered[:] = [rows, q[rows]]
+        # with duplicates, column j is the first code of its kind: gathered per block, no copy of all codes
+        block = c[columns] if firsts is None else c[firsts[columns]]
+        return gathered[1] @ block.T
+
+    return rank_blocks(
+        score_block,
+        q.shape[0],
+        c.shape[0],
+        answers,
+        depth,
+        memory_mb,
+        progress,
+        code_column=code_column,
+        bytes_per_score=4 * 3 + _MASK_BYTES,
+    )
+
+
+def rank_candidates(
+    queries: np.ndarray,
+    codes: np.ndarray,
+    candidates: np.ndarray,
+    answer_pos: np.ndarray,
+    depth: int,
+    memory_mb: float = 256.0,
+    progress: bool = False,
+) -> RankResult:
+    """Rank each query against its own candidates: row i of ``candidates`` (n_queries, k) holds the
+    rows of ``codes`` query i is ranked against (e.g. GeCS: its correct code and 99 distractors), and
+    ``answer_pos[i]`` the position of its correct code in that row (-1 = not evaluated).
+
+    Inner products in float32 (einsum: each pair is one dot product, so a code listed twice or two
+    identical vectors tie exactly), for query chunks whose gathered candidate vectors fit
+    ``memory_mb``. Ranks are among the k candidates; ``top`` holds *positions in the query's
+    candidate row* (map them with ``candidates[i, top[i]]``)."""
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    c = np.ascontiguousarray(codes, dtype=np.float32)
+    rows = np.asarray(candidates, dtype=np.int64)
+    if q.ndim != 2 or c.ndim != 2 or q.shape[1] != c.shape[1]:
+        raise ValueError(f"queries {q.shape} and codes {c.shape} must be matrices of the same width")
+    if rows.ndim != 2 or rows.shape[0] != q.shape[0]:
+        raise ValueError(f"candidates {rows.shape} must have one row per query ({q.shape[0]})")
+    if rows.size and (rows.min() < 0 or rows.max() >= c.shape[0]):
+        raise ValueError(f"candidates must be code rows in [0, {c.shape[0]})")
+
+    def score_block(members: np.ndarray, positions: slice) -> np.ndarray:
+        return np.einsum("qd,qkd->qk", q[members], c[rows[members, positions]])
+
+    # each block entry gathers a candidate vector (4 bytes a dimension) before it is scored
+    cost = 4 * q.shape[1] + 4 * 3 + _MASK_BYTES
+    return rank_blocks(
+        score_block, q.shape[0], rows.shape[1], answer_pos, depth, memory_mb, progress, bytes_per_score=cost
+    )
+
+
+def distinct_rows(vectors: np.ndarray, memory_mb: float = 256.0) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Group bitwise-identical rows: ``(code_column, firsts)`` where row r's column is
+    ``code_column[r]`` and ``firsts[j]`` is the first row of column j (columns in order of first
+    appearance); ``(None, None)`` when all rows differ. Rows are hashed (an exact 64-bit hash of their
+    bits, in chunks bounded by ``memory_mb``), and rows sharing a hash are compared byte for byte."""
+    rows = np.ascontiguousarray(vectors)
+    n = rows.shape[0]
+    if n < 2:
+        return None, None
+    bits = rows.reshape(n, -1).view(np.uint8)
+    bits = bits.view(np.uint32) if bits.shape[1] % 4 == 0 else bits
+    multipliers = np.random.default_rng(0).integers(0, 2**63, size=bits.shape[1], dtype=np.uint64) * 2 + 1
+    hashes = np.empty(n, dtype=np.uint64)
+    chunk = max(1, int(max(float(memory_mb), 1.0) * 2**20 // (8 * bits.shape[1])))
+    for start in range(0, n, chunk):  # integer matmul wraps modulo 2**64: a linear hash of the bits
+        hashes[start : start + chunk] = bits[start : start + chunk] @ multipliers
+    order = np.argsort(hashes, kind="stable")
+    repeated = hashes[order][1:] == hashes[order][:-1]
+    if not repeated.any():
+        return None, None
+    shared = np.zeros(n, dtype=bool)
+    shared[1:] |= repeated
+    shared[:-1] |= repeated
+    suspects = order[shared]
+    whole = np.ascontiguousarray(bits[suspects]).view(np.dtype((np.void, bits.shape[1] * bits.itemsize))).ravel()
+    _, group = np.unique(whole, return_inverse=True)
+    first = np.full(group.max() + 1, n, dtype=np.int64)
+    np.minimum.at(first, group, suspects)
+    representative = np.arange(n)
+    representative[suspects] = first[group]
+    is_first = representative == np.arange(n)
+    if is_first.all():
+        return None, None
+    return (np.cumsum(is_first) - 1)[representative], np.flatnonzero(is_first)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The codes each score column scores (CSR: ``codes[offsets[j]:offsets[j + 1]]``, ascending), or
+    the identity (``codes`` is None: column j scores code j)."""
+
+    n: int
+    offsets: np.ndarray | None = None
+    codes: np.ndarray | None = None
+    column: np.ndarray | None = None
+    shared: np.ndarray | None = None  # columns scoring several codes, ascending
+    extra: np.ndarray | None = None  # codes beyond the first of each shared column
+
+    @classmethod
+    def of(cls, code_column: np.ndarray | None, n_codes: int) -> _Columns:
+        if code_column is None:
+            return cls(n_codes)
+        column = np.asarray(code_column, dtype=np.int64).reshape(-1)
+        if column.size != n_codes:
+            raise ValueError(f"code_column has {column.size} entries for {n_codes} codes")
+        if n_codes == 0:
+            return cls(0)
+        if column.min() < 0:
+            raise ValueError("code_column must hold column indices >= 0")
+        sizes = np.bincount(column)
+        if (sizes == 0).any():
+            raise ValueError("every score column must score at least one code")
+        offsets = np.r_[0, np.cumsum(sizes)]
+        codes = np.argsort(column, kind="stable")  # by column, then code index
+        shared = np.flatnonzero(sizes > 1)
+        return cls(sizes.size, offsets, codes, column, shared, sizes[shared] - 1)
+
+    def column_of(self, codes: np.ndarray) -> np.ndarray:
+        """Column of each code (-1 stays -1)."""
+        if self.column is None:
+            return codes.copy()
+        return np.where(codes >= 0, self.column[np.maximum(codes, 0)], -1)
+
+    def extra_count(self, reached: np.ndarray, start: int) -> np.ndarray:
+        """Per row, the codes beyond the first of the shared columns ``reached`` marks (block at ``start``)."""
+        if self.shared is None or not self.shared.size:
+            return np.zeros(reached.shape[0], dtype=np.int64)
+        lo, hi = np.searchsorted(self.shared, [start, start + reached.shape[1]])
+        if lo == hi:
+            return np.zeros(reached.shape[0], dtype=np.int64)
+        return reached[:, self.shared[lo:hi] - start].astype(np.int64) @ self.extra[lo:hi]
+
+    def expand(self, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each entry of ``columns``: the codes it scores, and the entry each code comes from."""
+        if self.codes is None:
+            return columns, np.arange(columns.size)
+        sizes = self.offsets[columns + 1] - self.offsets[columns]
+        source = np.repeat(np.arange(columns.size), sizes)
+        within = np.arange(source.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        return self.codes[self.offsets[columns][source] + within], source
+
+
+def _query_blocks(answers: np.ndarray, evaluated: np.ndarray, rows: int, cols: int, n_blocks: int) -> list[np.ndarray]:
+    """Query blocks of at most ``rows`` queries, each sorted by answer column. The queries whose
+    answers share a column block stay together where possible, so most blocks have all their answers
+    in one column block (processed first: its correct scores are then known before any counting); a
+    block may gather the answers of a few column blocks when each has few queries (codebase
+    protocols), so that the codes are not streamed once per handful of queries."""
+    order = evaluated[np.argsort(answers[evaluated], kind="stable")]
+    code_block = answers[order] // cols
+    starts = np.flatnonzero(np.r_[True, code_block[1:] != code_block[:-1]])
+    ends = np.r_[starts[1:], order.size]
+    spread = 1 + n_blocks // _RECOMPUTE_SHARE
+    blocks: list[np.ndarray] = []
+    current: list[np.ndarray] = []
+    size = spanned = 0
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        group = order[start:end]
+        while group.size:
+            if size and (size + group.size > rows or spanned >= spread):
+                blocks.append(np.concatenate(current))
+                current, size, spanned = [], 0, 0
+            taken = group[: rows - size]
+            current.append(taken)
+            size += taken.size
+            spanned += 1
+            group = group[taken.size :]
+    if current:
+        blocks.append(np.concatenate(current))
+    return blocks
+
+
+def _scores(score_block: ScoreBlock, queries: np.ndarray, columns: slice) -> np.ndarray:
+    """One block of scores, checked for shape; integer scores become float64 (the lists use -inf)."""
+    scores = np.asarray(score_block(queries, columns))
+    expected = (queries.size, columns.stop - columns.start)
+    if scores.shape != expected:
+        raise ValueError(f"score_block returned shape {scores.shape}, expected {expected}")
+    return scores if np.issubdtype(scores.dtype, np.floating) else scores.astype(np.float64)
+
+
+def _rank_query_block(
+    score_block: ScoreBlock,
+    queries: np.ndarray,
+    answers: np.ndarray,
+    answer_columns: np.ndarray,
+    slices: list[slice],
+    columns: _Columns,
+    n_codes: int,
+    depth: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ranks, top lists and top scores of one query block (``answer_columns`` ascending)."""
+    width = slices[0].stop - slices[0].start
+    answer_block = answer_columns // width
+    first = int(answer_block[-1])
+    targets = np.full(queries.size, np.nan)
+    for b in (int(b) for b in np.unique(answer_block) if b != first):
+        # correct scores from column blocks counted after `first`: computed here, and again in turn
+        scores = _scores(score_block, queries, slices[b])
+        mine = np.flatnonzero(answer_block == b)
+        targets[mine] = scores[mine, answer_columns[mine] - slices[b].start]
+    counts = np.zeros(queries.size, dtype=np.int64)
+    head = _Head(queries.size, depth, answers, columns, n_codes)
+    for b in [first, *(b for b in range(len(slices)) if b != first)]:
+        start = slices[b].start
+        scores = _scores(score_block, queries, slices[b])
+        mine = np.flatnonzero(answer_block == b)
+        got = scores[mine, answer_columns[mine] - start].astype(np.float64)
+        if b == first:
+            targets[mine] = got
+        elif not np.array_equal(got, targets[mine], equal_nan=True):
+            raise RuntimeError("score_block gave different scores for the same block: it must be deterministic")
+        # scores >= NaN is False: a NaN target's count is unused (its rank is n_codes)
+        reached = scores >= targets.astype(scores.dtype)[:, None]
+        # summing the mask's bytes into int32 is ~3x faster than count_nonzero(axis=1)
+        counts += reached.view(np.uint8).sum(axis=1, dtype=np.int32) + columns.extra_count(reached, start)
+        del reached
+        if depth:
+            correct_col = np.full(queries.size, -1, dtype=np.int64)
+            correct_col[mine] = answer_columns[mine] - start
+            head.add(scores, start, correct_col)
+    nan_target = np.isnan(targets)
+    ranks = np.where(nan_target, n_codes, counts)
+    if not depth:
+        return ranks, np.empty((queries.size, 0), np.int64), np.empty((queries.size, 0))
+    # position of the correct code in top_k order: rank - 1, except that top_k reads NaN as -inf, so a
+    # NaN or -inf correct score comes after every other code (rank_of_correct does not count NaNs)
+    position = np.where(nan_target | (targets == -np.inf), n_codes - 1, ranks - 1)
+    top, top_scores = head.with_correct(targets, position)
+    return ranks, top, top_scores
+
+
+class _Head:
+    """Running top lists of a query block: per query, the best ``depth`` codes other than its correct
+    one, in ``top_k`` order (score descending, NaN as -inf; equal scores by ascending code index)."""
+
+    def __init__(self, n: int, depth: int, answers: np.ndarray, columns: _Columns, n_codes: int) -> None:
+        self.depth = depth
+        self.answers = answers
+        self.columns = columns
+        self.order = np.full((n, depth), -np.inf)  # the score with NaN as -inf: what the order reads
+        self.score = np.full((n, depth), np.nan)  # the score as computed
+        self.code = np.full((n, depth), -1, dtype=np.int64)  # -1: free slot
+        self.packed = n_codes < 2**32  # merge with packed keys while every block is float32
+
+    def add(self, scores: np.ndarray, start: int, correct_col: np.ndarray) -> None:
+        """Merge a block of ``scores`` (its first column is column ``start``) into the lists, leaving
+        out each query's correct code (its column in the block: ``correct_col``, -1 if elsewhere)."""
+        width = scores.shape[1]
+        depth = self.depth
+        full = self.code[:, -1] >= 0
+        floor = np.where(full, self.order[:, -1], -np.inf)
+        not_full = np.flatnonzero(~full)
+        if not_full.size and width >= depth:
+            # a list still filling would take every score: bound it by the block's depth-th best column
+            # other than the correct one's (set to -inf: each other column scores at least one other code)
+            own = scores[not_full]
+            own[np.isnan(own)] = -np.inf  # partition would place NaN above everything
+            where = correct_col[not_full] >= 0
+            own[np.flatnonzero(where), correct_col[not_full][where]] = -np.inf
+            own.partition(width - depth, axis=1)
+            floor[not_full] = own[:, width - depth]
+        reach = scores >= floor.astype(scores.dtype)[:, None]  # NaN >= floor is False, as -inf would be...
+        low = np.flatnonzero(floor == -np.inf)
+        if low.size:  # ...except against a floor of -inf, which NaN (ordered as -inf) reaches
+            reach[low] |= np.isnan(scores[low])
+        # flatnonzero and divmod: several times faster than 2-D nonzero on a sparse mask
+        row, col = np.divmod(np.flatnonzero(reach), width)
+        del reach
+        if not row.size:
+            return
+        code, source = self.columns.expand(start + col)
+        row, col = row[source], col[source]
+        raw = scores[row, col].astype(np.float64)
+        value = np.where(np.isnan(raw), -np.inf, raw)
+        # the correct code stays out (its duplicates stay in); a full list keeps its last entry against
+        # a later tie with a larger code index
+        keep = (code != self.answers[row]) & (~full[row] | (value > floor[row]) | (code < self.code[row, -1]))
+        row, value, raw, code = row[keep], value[keep], raw[keep], code[keep]
+        if not row.size:
+            return
+        self.packed = self.packed and scores.dtype == np.float32
+        self._merge(row, value, raw, code)
+
+    def _merge(self, row: np.ndarray, value: np.ndarray, raw: np.ndarray, code: np.ndarray) -> None:
+        """Merge candidates (``row`` ascending; order value, raw score, code) into the lists: per touched
+        query, its list and its candidates side by side in one row of a 2-D array, sorted row-wise."""
+        depth = self.depth
+        touched, first, count = np.unique(row, return_index=True, return_counts=True)
+        width = depth + int(count.max())
+        slot = depth + np.arange(row.size) - np.repeat(first, count)
+        at = (np.searchsorted(touched, row), slot)
+        order = np.full((touched.size, width), -np.inf)
+        score = np.full((touched.size, width), np.nan)
+        code2 = np.full((touched.size, width), -1, dtype=np.int64)
+        order[:, :depth] = self.order[touched]
+        score[:, :depth] = self.score[touched]
+        code2[:, :depth] = self.code[touched]
+        order[at], score[at], code2[at] = value, raw, code
+        free = code2 < 0
+        if self.packed:
+            # float32 scores: (score descending, code ascending) packs into one uint64, which sorts ~20x
+            # faster than a two-key lexsort; +0.0 merges -0.0 into 0.0 (they tie)
+            bits = (-order.astype(np.float32) + np.float32(0.0)).view(np.uint32).astype(np.uint64)
+            bits ^= np.where(bits >> np.uint64(31), np.uint64(0xFFFFFFFF), np.uint64(0x80000000))
+            key = (bits << np.uint64(32)) | code2.astype(np.uint64)
+            key[free] = np.iinfo(np.uint64).max
+            best = np.argsort(key, axis=1)[:, :depth]
+        else:
+            best = np.lexsort((code2, np.where(free, np.nan, -order)), axis=1)[:, :depth]
+        self.order[touched] = np.take_along_axis(order, best, axis=1)
+        self.score[touched] = np.take_along_axis(score, best, axis=1)
+        self.code[touched] = np.take_along_axis(code2, best, axis=1)
+
+    def with_correct(self, correct_score: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The final top lists (codes, scores): each query's correct code inserted at ``position``
+        (dropped when that is beyond the list), the others shifted down by one after it."""
+        slots = np.arange(self.depth)[None, :]
+        source = slots - (slots > position[:, None])
+        codes = np.take_along_axis(self.code, source, axis=1)
+        scores = np.take_along_axis(self.score, source, axis=1)
+        at = slots == position[:, None]
+        return np.where(at, self.answers[:, None], codes), np.where(at, correct_score[:, None], scores)

