@@ -92,7 +92,12 @@ def _copy_project(dest: Path) -> Path:
     return dest
 
 
-def _run(cmd: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+# The limit only catches a hang: a whole tiny study ran out of 10 minutes on a 2-core machine busy
+# with other work (load 7), so it leaves room for that.
+RUN_TIMEOUT = 1800
+
+
+def _run(cmd: list[str], cwd: Path, timeout: int = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
 
 

@@ -290,7 +290,7 @@ def test_aggregate_phase_writes_every_configurations_record_and_the_summary_sect
 
     from csbench.cli import stability_records
     from csbench.config import load_config
-    from csbench.results.collect import stability_markdown
+    from csbench.results.collect import stability_frames, stability_markdown
 
     raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     raw["grid"] |= {"datasets": ["python-stdlib"], "attacks": ["no_comment"]}
@@ -317,3 +317,8 @@ def test_aggregate_phase_writes_every_configurations_record_and_the_summary_sect
     text = "\n".join(stability_markdown(records))
     assert "| python-stdlib/no_comment/nbow/ce/confused | 0, 1, 2 |" in text
     assert f"](stability/{group.path}/heatmap.png)" in text
+    # and results.db's tables: one row per pair of seeds, one per metric's spread
+    pairs, spreads = stability_frames(records)
+    assert pairs[["seed_a", "seed_b"]].values.tolist() == [[0, 1], [0, 2], [1, 2]]
+    assert pairs["overlap"].tolist() == [1.0, 0.0, 0.0] and set(pairs["model"]) == {"nbow"}
+    assert spreads[["metric", "n", "mean"]].values.tolist() == [["mrr", 3, 0.5]]

@@ -167,8 +167,36 @@ def stability_markdown(records: dict[str, dict]) -> list[str]:
     return lines
 
 
+def stability_frames(records: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Seed stability as tables: one row per configuration and pair of seeds (mean top-k Spearman
+    and overlap), and one per configuration and metric (spread across seeds of MRR, IR-AUC)."""
+    keys = ("dataset", "attack", "model", "loss", "inference")
+    pairs, spreads = [], []
+    for group, record in records.items():
+        where = dict(zip(keys, group.split("/"), strict=True)) | {"protocol": record["protocol"], "k": record["k"]}
+        for pair in record["pairs"]:
+            seed_a, seed_b = pair["seeds"]
+            row = {"seed_a": seed_a, "seed_b": seed_b, "spearman": pair["spearman"], "overlap": pair["overlap"]}
+            pairs.append(where | row | {"n_queries": pair["n_queries"]})
+        ir_auc = record["spread"].get("ir_auc") or {}
+        named = {
+            "mrr": record["spread"].get("mrr"),
+            "ir_auc_macro": ir_auc.get("macro"),
+            "ir_auc_micro": ir_auc.get("micro"),
+        }
+        for metric, spread in named.items():
+            if spread:
+                stats = {k: spread.get(k) for k in ("n", "min", "max", "mean", "std")}
+                spreads.append(where | {"metric": metric} | stats)
+    return pd.DataFrame(pairs), pd.DataFrame(spreads)
+
+
 def write_database(
-    path: Path, scores: pd.DataFrame, runs: pd.DataFrame, robustness: dict[str, dict] | None = None
+    path: Path,
+    scores: pd.DataFrame,
+    runs: pd.DataFrame,
+    robustness: dict[str, dict] | None = None,
+    stability: dict[str, dict] | None = None,
 ) -> None:
     with atomic_path(path) as tmp:
         with sqlite3.connect(tmp) as con:
@@ -178,6 +206,10 @@ def write_database(
                 points, aucs = robustness_frames(robustness)
                 points.to_sql("robustness_points", con, index=False)
                 aucs.to_sql("robustness_ir_auc", con, index=False)
+            if stability:
+                pairs, spreads = stability_frames(stability)
+                pairs.to_sql("seed_stability", con, index=False)
+                spreads.to_sql("seed_spread", con, index=False)
             con.execute("CREATE INDEX scores_run ON scores(run_id)")
             con.execute(
                 "CREATE VIEW results AS SELECT s.*, r.git_commit, r.params_sha256, r.created "
@@ -307,7 +339,7 @@ def aggregate(
             if info.get("note"):
                 notes[f"{metrics['run']['dataset']}/{metrics['run']['attack']} {protocol}"] = info["note"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_database(out_dir / "results.db", scores, runs, records)
+    write_database(out_dir / "results.db", scores, runs, records, stability)
     with atomic_path(out_dir / "summary.csv") as tmp:
         table.to_csv(tmp, index=False)
     write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records, stability))
