@@ -260,25 +260,25 @@ def rename_edits(
     roles = ids.roles
     if not roles.keys() >= mapping.keys():
         raise ValueError(f"not identifiers the snippet defines: {[old for old in mapping if old not in roles]}")
-    changed = [(old, new) for old, new in mapping.items() if new != old]
-    invalid = [new for _, new in changed if not is_valid_name(new, language)]
+    changed = {old: new for old, new in mapping.items() if new != old}
+    invalid = [new for new in changed.values() if not is_valid_name(new, language)]
     if invalid:
         raise ValueError(f"not valid {language} identifiers: {invalid}")
-    final: dict[str, str] = {}
-    for name in ids.names:
-        new = mapping.get(name, name)
-        if new in final:
-            raise ValueError(f"renaming is not one-to-one: {final[new]!r} and {name!r} both become {new!r}")
-        final[new] = name
+    names = ids.names
+    if len({mapping.get(name, name) for name in names}) != len(names):
+        final: dict[str, str] = {}
+        for name in names:
+            new = mapping.get(name, name)
+            if new in final:
+                raise ValueError(f"renaming is not one-to-one: {final[new]!r} and {name!r} both become {new!r}")
+            final[new] = name
     reserved = ids.reserved
-    if not reserved.isdisjoint([new for _, new in changed]):
-        captured = sorted({new for _, new in changed if new in reserved})
+    if not reserved.isdisjoint(changed.values()):
+        captured = sorted({new for new in changed.values() if new in reserved})
         raise ValueError(f"renaming would capture names the snippet uses but does not define: {captured}")
-    out = list(edits)
     occurrences = ids.occurrences
-    for old, new in changed:
-        replacement = new.encode("utf-8")
-        out += [(start, end, replacement) for start, end in occurrences[old]]
+    replacements = {old: new.encode("utf-8") for old, new in changed.items()}
+    out = [*edits, *[(start, end, new) for old, new in replacements.items() for start, end in occurrences[old]]]
     out.sort()
     return out
 
@@ -618,7 +618,7 @@ class _PythonAnalyzer:
             else:
                 spans[name] = [(position, stop)]
                 roles[name] = (position, role)
-        return _assemble(spans, roles, bad, used, PYTHON_BUILTINS)
+        return _assemble(spans, roles, bad, used, PYTHON_BUILTINS, in_order=False)  # met in visiting order
 
     def comment_nodes(self) -> list[Node] | None:
         """The comments and possible docstring owners met (``comment_edits``'s ``found``), or ``None``
@@ -799,21 +799,28 @@ def _add_method_name(
     if fun_name in spans or fun_name in bad:
         bad.add(fun_name)
     else:
-        spans[fun_name] = [(node.start_byte - start, node.end_byte - start) for node in calls]
+        spans[fun_name] = sorted({(node.start_byte - start, node.end_byte - start) for node in calls})
         roles[fun_name] = (calls[0].start_byte, "fun")
 
 
 def _assemble(
-    spans: Spans, roles: Roles, bad: set[str], used: set[str], excluded: frozenset[str] = frozenset()
+    spans: Spans,
+    roles: Roles,
+    bad: set[str],
+    used: set[str],
+    excluded: frozenset[str] = frozenset(),
+    in_order: bool = True,
 ) -> Identifiers:
     """The result of an analysis: every name with spans and a binding role, unless it is in ``bad``
     or ``excluded`` (it also refers to something the snippet does not define, or is a keyword /
-    predeclared name), ordered by first occurrence; the other used names are reserved."""
+    predeclared name), ordered by first occurrence; the other used names are reserved. ``in_order``:
+    each name's spans are in document order without repeats (as ``_resolve`` gives them), else they
+    are sorted and de-duplicated here."""
     occurrences: dict[str, tuple[tuple[int, int], ...]] = {}
     for name, found in spans.items():
         if name in bad or name in excluded or name not in roles:
             continue
-        occurrences[name] = tuple(sorted(set(found))) if len(found) > 1 else tuple(found)
+        occurrences[name] = tuple(found) if in_order or len(found) == 1 else tuple(sorted(set(found)))
     # by first occurrence (two names never share a span, so comparing the span tuples compares their first)
     names = tuple(sorted(occurrences, key=occurrences.__getitem__))
     return Identifiers(
@@ -1184,10 +1191,11 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     used: set[str] = set()
     spans, roles, _ = _resolve(found["id"], snippet, binding_nodes, bindings, bad, used)
     # Plain recursive calls are identifiers, resolved through the function-name binding above.
-    for node in extra:
-        spans.setdefault(fun_name, []).append((node.start_byte - start, node.end_byte - start))
-        if node.start_byte == extra[0].start_byte:
-            roles[fun_name] = (node.start_byte, "fun")
+    if extra:
+        found_spans = spans.get(fun_name, [])
+        found_spans += [(node.start_byte - start, node.end_byte - start) for node in extra]
+        spans[fun_name] = sorted(set(found_spans))  # the name's identifier is among its occurrences
+        roles[fun_name] = (extra[0].start_byte, "fun")
     return _assemble(spans, roles, bad, used, _GO_EXCLUDED), found["comment"]
 
 
@@ -1303,22 +1311,26 @@ def _js_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     def text(node: Node) -> str:
         return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
 
-    def bind_pattern(node: Node | None, role: str, scope: tuple[int, int]) -> None:
-        if node is None:
-            return
-        kind = node.type
-        if kind == "identifier":
-            scopes.setdefault(text(node), []).append((scope[0], scope[1], scope[0]))
-            binding_roles[node.start_byte] = role
-        elif kind in ("shorthand_property_identifier_pattern", "shorthand_property_identifier"):
-            bad.add(text(node))
-        elif kind in ("assignment_pattern", "object_assignment_pattern"):
-            bind_pattern(node.child_by_field_name("left"), role, scope)
-        elif kind == "pair_pattern":
-            bind_pattern(node.child_by_field_name("value"), role, scope)
-        elif kind in ("array_pattern", "object_pattern", "rest_pattern"):
-            for child in node.named_children:
-                bind_pattern(child, role, scope)
+    def bind_pattern(pattern: Node | None, role: str, scope: tuple[int, int]) -> None:
+        # iterative: a recursive closure would be a reference cycle, left for the cyclic garbage
+        # collector (which the attacks pause) with everything it holds
+        stack = [pattern]
+        while stack:
+            node = stack.pop()
+            if node is None:
+                continue
+            kind = node.type
+            if kind == "identifier":
+                scopes.setdefault(text(node), []).append((scope[0], scope[1], scope[0]))
+                binding_roles[node.start_byte] = role
+            elif kind in ("shorthand_property_identifier_pattern", "shorthand_property_identifier"):
+                bad.add(text(node))
+            elif kind in ("assignment_pattern", "object_assignment_pattern"):
+                stack.append(node.child_by_field_name("left"))
+            elif kind == "pair_pattern":
+                stack.append(node.child_by_field_name("value"))
+            elif kind in ("array_pattern", "object_pattern", "rest_pattern"):
+                stack += reversed(node.named_children)
 
     fun_name = None
     if function is not None:
@@ -1366,10 +1378,10 @@ def _js_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         extra += [node for node in found["this_property"] if text(node) == fun_name]
     used = set(bad)
     spans, roles, _ = _resolve(found["id"], snippet, binding_roles, scopes, bad, used)
-    for node in extra:
-        if node.type != "identifier":  # method names are property identifiers
-            spans.setdefault(fun_name, []).append((node.start_byte - start, node.end_byte - start))
-            roles.setdefault(fun_name, (extra[0].start_byte, "fun"))
+    properties = [(node.start_byte - start, node.end_byte - start) for node in extra if node.type != "identifier"]
+    if properties:  # a method's name and ``this.name``: property identifiers
+        spans[fun_name] = sorted({*spans.get(fun_name, ()), *properties})
+        roles.setdefault(fun_name, (extra[0].start_byte, "fun"))
     return _assemble(spans, roles, bad, used, JS_RESERVED), found["comment"]
 
 
@@ -1669,17 +1681,26 @@ def _ruby_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     def text(node: Node) -> str:
         return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
 
-    def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
-        if node is None:
-            return
-        kind = node.type
-        if kind == "identifier":
-            scopes.setdefault(text(node), []).append((scope[0], scope[1], visible_from))
-            binding_roles[node.start_byte] = role
-        elif kind in _RUBY_COMPOUND:
-            for index, child in enumerate(node.children):
-                if node.field_name_for_child(index) in (None, "name") and child.is_named:
-                    bind(child, role, scope, visible_from if role == "var" else scope[0])
+    def bind(target: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
+        # iterative: a recursive closure would be a reference cycle, left for the cyclic garbage
+        # collector (which the attacks pause) with everything it holds
+        stack = [(target, visible_from)]
+        while stack:
+            node, visible = stack.pop()
+            if node is None:
+                continue
+            kind = node.type
+            if kind == "identifier":
+                scopes.setdefault(text(node), []).append((scope[0], scope[1], visible))
+                binding_roles[node.start_byte] = role
+            elif kind in _RUBY_COMPOUND:
+                inner = visible if role == "var" else scope[0]
+                parts = [
+                    (child, inner)
+                    for index, child in enumerate(node.children)
+                    if node.field_name_for_child(index) in (None, "name") and child.is_named
+                ]
+                stack += reversed(parts)
 
     fun_name = None
     if function is not None:
