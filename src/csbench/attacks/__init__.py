@@ -48,6 +48,7 @@ from csbench.registry import Registry, UnknownNameError
 log = logging.getLogger("csbench")
 
 RENAMING_COLUMN = "renaming"
+_RENAMING_JSON = json.JSONEncoder(ensure_ascii=False)  # json.dumps(m, ensure_ascii=False), one encoder for all
 
 
 @dataclass(frozen=True)
@@ -325,7 +326,7 @@ def run_attack(
             keys.setdefault(key, len(keys))
     unique = list(keys)
     codes, renamings = _attack_unique(spec, components, unique, workers, progress, report)
-    texts = [json.dumps(m, ensure_ascii=False) for m in renamings]
+    texts = [_RENAMING_JSON.encode(m) for m in renamings]
     out = {}
     for split, frame in splits.items():
         index = [keys[key] for key in zip(*columns[split], strict=True)]

@@ -159,21 +159,17 @@ def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
     """The renaming ``old -> new`` for every defined name, from ``proposals`` (names not proposed keep
     theirs), with each proposal made valid, unique and capture-free (module docstring). Names that keep
     theirs are fixed first; proposals are settled in identifier order."""
-    taken = set(ids.reserved)
-    moved = []
-    for name in ids.names:
-        new = proposals.get(name, name)
-        if new == name:
-            taken.add(name)
-        else:
-            moved.append((name, new))
+    names = ids.names
+    proposed = [proposals.get(name, name) for name in names]
+    taken = {*ids.reserved, *[name for name, new in zip(names, proposed, strict=True) if new == name]}
     final: Mapping = {}
-    for name, new in moved:
-        if new in taken or not is_valid_name(new, language):
-            new = _fresh(new, language, taken)
-        taken.add(new)
+    for name, new in zip(names, proposed, strict=True):
+        if new != name:
+            if new in taken or not is_valid_name(new, language):
+                new = _fresh(new, language, taken)
+            taken.add(new)
         final[name] = new
-    return {name: final.get(name, name) for name in ids.names}
+    return final
 
 
 def _fresh(candidate: str, language: str, taken: set[str]) -> str:

@@ -137,7 +137,7 @@ import functools
 import keyword
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tree_sitter import Node, Query
@@ -260,25 +260,25 @@ def rename_edits(
     roles = ids.roles
     if not roles.keys() >= mapping.keys():
         raise ValueError(f"not identifiers the snippet defines: {[old for old in mapping if old not in roles]}")
-    changed = [(old, new) for old, new in mapping.items() if new != old]
-    invalid = [new for _, new in changed if not is_valid_name(new, language)]
+    changed = {old: new for old, new in mapping.items() if new != old}
+    invalid = [new for new in changed.values() if not is_valid_name(new, language)]
     if invalid:
         raise ValueError(f"not valid {language} identifiers: {invalid}")
-    final: dict[str, str] = {}
-    for name in ids.names:
-        new = mapping.get(name, name)
-        if new in final:
-            raise ValueError(f"renaming is not one-to-one: {final[new]!r} and {name!r} both become {new!r}")
-        final[new] = name
+    names = ids.names
+    if len({mapping.get(name, name) for name in names}) != len(names):
+        final: dict[str, str] = {}
+        for name in names:
+            new = mapping.get(name, name)
+            if new in final:
+                raise ValueError(f"renaming is not one-to-one: {final[new]!r} and {name!r} both become {new!r}")
+            final[new] = name
     reserved = ids.reserved
-    if not reserved.isdisjoint([new for _, new in changed]):
-        captured = sorted({new for _, new in changed if new in reserved})
+    if not reserved.isdisjoint(changed.values()):
+        captured = sorted({new for new in changed.values() if new in reserved})
         raise ValueError(f"renaming would capture names the snippet uses but does not define: {captured}")
-    out = list(edits)
     occurrences = ids.occurrences
-    for old, new in changed:
-        replacement = new.encode("utf-8")
-        out += [(start, end, replacement) for start, end in occurrences[old]]
+    replacements = {old: new.encode("utf-8") for old, new in changed.items()}
+    out = [*edits, *[(start, end, new) for old, new in replacements.items() for start, end in occurrences[old]]]
     out.sort()
     return out
 
@@ -618,7 +618,7 @@ class _PythonAnalyzer:
             else:
                 spans[name] = [(position, stop)]
                 roles[name] = (position, role)
-        return _assemble(spans, roles, bad, used, 0, PYTHON_BUILTINS)
+        return _assemble(spans, roles, bad, used, PYTHON_BUILTINS, in_order=False)  # met in visiting order
 
     def comment_nodes(self) -> list[Node] | None:
         """The comments and possible docstring owners met (``comment_edits``'s ``found``), or ``None``
@@ -727,13 +727,108 @@ def _tree_sitter_language(language: str):
         return tree_sitter_languages.get_language(language)
 
 
-def _in_reach(bindings: list[tuple[int, int, int]] | None, position: int) -> bool:
-    """Whether a binding (scope start, scope end, visible from) reaches ``position``."""
-    if bindings:
-        for begin, stop, visible in bindings:
-            if begin <= position < stop and position >= visible:
-                return True
-    return False
+# name -> the bindings of that name: (scope start, scope end, visible from), byte positions in the tree
+Scopes = dict[str, list[tuple[int, int, int]]]
+# name -> byte spans of its occurrences, relative to the snippet's first byte
+Spans = dict[str, list[tuple[int, int]]]
+# name -> (tree position, role) of the binding occurrence its role comes from
+Roles = dict[str, tuple[int, str]]
+
+
+def _resolve(
+    ids: list[Node],
+    snippet: Snippet,
+    binding_roles: dict[int, str],
+    scopes: Scopes,
+    bad: set[str],
+    used: set[str],
+    not_variables: set[int] | frozenset[int] = frozenset(),
+    method_name: str | None = None,
+) -> tuple[Spans, Roles, list[Node]]:
+    """The name resolution the query-based analysers share: every identifier occurrence ``ids`` (in
+    document order) inside the snippet is a binding (its start in ``binding_roles``: ``arg`` /
+    ``var`` / ``fun``, or ``""`` for an occurrence known to resolve) or a reference, which must be in
+    reach of a binding of its name in ``scopes``. A reference out of reach puts its name in ``bad``
+    (left alone in all its occurrences), except an occurrence of ``method_name``, returned for the
+    caller to decide (Ruby: a bare recursive call). Occurrences at ``not_variables`` (method and
+    field names, ...) and of names already ``bad`` are skipped. Every name met goes into ``used``.
+    Returns the spans and roles of the names met (``bad`` ones included) and the occurrences left to
+    the caller."""
+    start, end, data = snippet.offset, snippet.end, snippet.data
+    spans: Spans = {}
+    roles: Roles = {}
+    undecided: list[Node] = []
+    for node in ids:
+        position = node.start_byte
+        stop = node.end_byte
+        if position < start or stop > end:  # in the wrapper
+            continue
+        name = data[position - start : stop - start].decode("utf-8")
+        used.add(name)
+        if name in bad or position in not_variables:
+            continue
+        role = binding_roles.get(position)
+        if role is None:
+            for begin, finish, visible in scopes.get(name, ()):
+                if begin <= position < finish and position >= visible:
+                    break
+            else:
+                if name == method_name:
+                    undecided.append(node)
+                else:
+                    bad.add(name)
+                continue
+        span = (position - start, stop - start)
+        if name in spans:
+            spans[name].append(span)
+        else:
+            spans[name] = [span]
+        if role and (name not in roles or position < roles[name][0]):
+            roles[name] = (position, role)
+    return spans, roles, undecided
+
+
+def _add_method_name(
+    fun_name: str | None, calls: list[Node], start: int, spans: Spans, roles: Roles, bad: set[str]
+) -> None:
+    """Java / Ruby: method names and locals are separate namespaces. The method's name (its
+    declaration and recursive calls, ``calls``; ``start``: the snippet's first byte in the tree) is
+    renamed only when no variable shares its text."""
+    if fun_name is None:
+        return
+    if fun_name in spans or fun_name in bad:
+        bad.add(fun_name)
+    else:
+        spans[fun_name] = sorted({(node.start_byte - start, node.end_byte - start) for node in calls})
+        roles[fun_name] = (calls[0].start_byte, "fun")
+
+
+def _assemble(
+    spans: Spans,
+    roles: Roles,
+    bad: set[str],
+    used: set[str],
+    excluded: frozenset[str] = frozenset(),
+    in_order: bool = True,
+) -> Identifiers:
+    """The result of an analysis: every name with spans and a binding role, unless it is in ``bad``
+    or ``excluded`` (it also refers to something the snippet does not define, or is a keyword /
+    predeclared name), ordered by first occurrence; the other used names are reserved. ``in_order``:
+    each name's spans are in document order without repeats (as ``_resolve`` gives them), else they
+    are sorted and de-duplicated here."""
+    occurrences: dict[str, tuple[tuple[int, int], ...]] = {}
+    for name, found in spans.items():
+        if name in bad or name in excluded or name not in roles:
+            continue
+        occurrences[name] = tuple(found) if in_order or len(found) == 1 else tuple(sorted(set(found)))
+    # by first occurrence (two names never share a span, so comparing the span tuples compares their first)
+    names = tuple(sorted(occurrences, key=occurrences.__getitem__))
+    return Identifiers(
+        names=names,
+        roles={name: roles[name][1] for name in names},
+        occurrences={name: occurrences[name] for name in names},
+        reserved=frozenset(used.difference(names)),
+    )
 
 
 def _preorder(node: Node) -> tuple[int, int]:
@@ -995,57 +1090,6 @@ _GO_BLOCKS = frozenset(
 )
 
 
-def _add_method_name(
-    fun_name: str | None,
-    calls: list[Node],
-    spans: dict[str, list[tuple[int, int]]],
-    roles: dict[str, tuple[int, str]],
-    bad: set[str],
-) -> None:
-    """Java / Ruby: method names and locals are separate namespaces. The method's name (its
-    declaration and recursive calls, ``calls``) is renamed only when no variable shares its text."""
-    if fun_name is None:
-        return
-    if fun_name in spans or fun_name in bad:
-        bad.add(fun_name)
-    else:
-        spans[fun_name] = [(node.start_byte, node.end_byte) for node in calls]
-        roles[fun_name] = (calls[0].start_byte, "fun")
-
-
-def _assemble(
-    spans: dict[str, list[tuple[int, int]]],
-    roles: dict[str, tuple[int, str]],
-    bad: set[str],
-    used: set[str],
-    start: int,
-    excluded: frozenset[str] = frozenset(),
-) -> Identifiers:
-    """The result of an analysis: every name with spans and a binding role, unless it is in ``bad``
-    or ``excluded`` (it also refers to something the snippet does not define, or is a keyword /
-    predeclared name), ordered by first occurrence; spans made relative to the snippet's first byte
-    ``start``; the other used names are reserved."""
-    occurrences: dict[str, tuple[tuple[int, int], ...]] = {}
-    firsts = []
-    for name, found in spans.items():
-        if name in bad or name in excluded or name not in roles:
-            continue
-        if len(found) > 1:
-            found = sorted(set(found))
-        if start:
-            found = [(a - start, b - start) for a, b in found]
-        occurrences[name] = found = tuple(found)
-        firsts.append((found[0], name))  # two names never share a span
-    firsts.sort()
-    names = tuple([name for _, name in firsts])
-    return Identifiers(
-        names=names,
-        roles={name: roles[name][1] for name in names},
-        occurrences={name: occurrences[name] for name in names},
-        reserved=frozenset(used.difference(names)),
-    )
-
-
 def _go_query() -> str:
     return "\n".join(
         [
@@ -1102,14 +1146,14 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     if function is not None:
         name = function.child_by_field_name("name")
         if name is not None:
-            fun_name = name.text.decode("utf-8")
+            fun_name = text(name)
             extra.append(name)
             bindings.setdefault(fun_name, []).append((0, root.end_byte - root.start_byte + 1, 0))
         recv = function.child_by_field_name("receiver")
         if recv is not None:
             for decl in recv.named_children:
                 for item in names_in(decl.child_by_field_name("name")):
-                    receiver = item.text.decode("utf-8")
+                    receiver = text(item)
     if found["arg"] or found["result"]:
         callables = _Blocks([*found["function"], *found["literal"]], root)
         for role in ("arg", "result"):
@@ -1137,46 +1181,22 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         if key is not None and key.type == "literal_element" and key.named_child_count:
             key = key.named_children[0]
         if key is not None and key.type == "identifier":
-            bad.add(key.text.decode("utf-8"))
+            bad.add(text(key))
     if function is not None and function.type == "method_declaration" and fun_name is not None:
-        encoded = fun_name.encode("utf-8")
         for node in found["selector"]:
-            if node.text == encoded:
+            if text(node) == fun_name:
                 operand = node.parent.child_by_field_name("operand")
-                if operand.text.decode("utf-8") == receiver:
+                if text(operand) == receiver:
                     extra.append(node)
-    spans: dict[str, list[tuple[int, int]]] = {}
-    roles: dict[str, tuple[int, str]] = {}
     used: set[str] = set()
-    for node in found["id"]:
-        position, stop = node.start_byte, node.end_byte
-        if position < start or stop > end:
-            continue
-        name = data[position - start : stop - start].decode("utf-8")
-        used.add(name)
-        if name in bad:  # left alone in all its occurrences
-            continue
-        role = binding_nodes.get(position)
-        if role is None:
-            for begin, finish, visible in bindings.get(name, ()):
-                if begin <= position < finish and position >= visible:
-                    break
-            else:
-                bad.add(name)
-                continue
-            role = ""
-        if name in spans:
-            spans[name].append((position, stop))
-        else:
-            spans[name] = [(position, stop)]
-        if role and (name not in roles or position < roles[name][0]):
-            roles[name] = (position, role)
+    spans, roles, _ = _resolve(found["id"], snippet, binding_nodes, bindings, bad, used)
     # Plain recursive calls are identifiers, resolved through the function-name binding above.
-    for node in extra:
-        spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
-        if node.start_byte == extra[0].start_byte:
-            roles[fun_name] = (node.start_byte, "fun")
-    return _assemble(spans, roles, bad, used, start, _GO_EXCLUDED), found["comment"]
+    if extra:
+        found_spans = spans.get(fun_name, [])
+        found_spans += [(node.start_byte - start, node.end_byte - start) for node in extra]
+        spans[fun_name] = sorted(set(found_spans))  # the name's identifier is among its occurrences
+        roles[fun_name] = (extra[0].start_byte, "fun")
+    return _assemble(spans, roles, bad, used, _GO_EXCLUDED), found["comment"]
 
 
 _GO_EXCLUDED = GO_PREDECLARED | {"_"}
@@ -1280,38 +1300,46 @@ def _js_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     found = _captures("javascript", root)
     in_range = [node for node in found["function"] if node.start_byte >= start and node.end_byte <= end]
     function = (in_range[0] if len(in_range) == 1 else min(in_range, key=_preorder)) if in_range else None
-    scopes: dict[str, list[tuple[int, int]]] = {}
+    scopes: Scopes = {}  # a JavaScript binding is visible in its whole scope
     binding_roles: dict[int, str] = {}
     bad: set[str] = set()
     extra: list[Node] = []
     blocks = _Blocks([*found["block"], *found["function"]], root)  # _JS_BLOCKS | _JS_FUNCTIONS
     functions = _Blocks(found["function"], root)  # _JS_FUNCTIONS | {"program"}: the root is the program
+    data = snippet.data
 
-    def bind_pattern(node: Node | None, role: str, scope: tuple[int, int]) -> None:
-        if node is None:
-            return
-        kind = node.type
-        if kind == "identifier":
-            scopes.setdefault(node.text.decode("utf-8"), []).append(scope)
-            binding_roles[node.start_byte] = role
-        elif kind in ("shorthand_property_identifier_pattern", "shorthand_property_identifier"):
-            bad.add(node.text.decode("utf-8"))
-        elif kind in ("assignment_pattern", "object_assignment_pattern"):
-            bind_pattern(node.child_by_field_name("left"), role, scope)
-        elif kind == "pair_pattern":
-            bind_pattern(node.child_by_field_name("value"), role, scope)
-        elif kind in ("array_pattern", "object_pattern", "rest_pattern"):
-            for child in node.named_children:
-                bind_pattern(child, role, scope)
+    def text(node: Node) -> str:
+        return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
+
+    def bind_pattern(pattern: Node | None, role: str, scope: tuple[int, int]) -> None:
+        # iterative: a recursive closure would be a reference cycle, left for the cyclic garbage
+        # collector (which the attacks pause) with everything it holds
+        stack = [pattern]
+        while stack:
+            node = stack.pop()
+            if node is None:
+                continue
+            kind = node.type
+            if kind == "identifier":
+                scopes.setdefault(text(node), []).append((scope[0], scope[1], scope[0]))
+                binding_roles[node.start_byte] = role
+            elif kind in ("shorthand_property_identifier_pattern", "shorthand_property_identifier"):
+                bad.add(text(node))
+            elif kind in ("assignment_pattern", "object_assignment_pattern"):
+                stack.append(node.child_by_field_name("left"))
+            elif kind == "pair_pattern":
+                stack.append(node.child_by_field_name("value"))
+            elif kind in ("array_pattern", "object_pattern", "rest_pattern"):
+                stack += reversed(node.named_children)
 
     fun_name = None
     if function is not None:
         name = function.child_by_field_name("name")
         if name is not None:
-            fun_name = name.text.decode("utf-8")
+            fun_name = text(name)
             extra.append(name)
             if name.type == "identifier":  # a method's name is a property, not a variable
-                scopes.setdefault(fun_name, []).append((root.start_byte, root.end_byte + 1))
+                scopes.setdefault(fun_name, []).append((root.start_byte, root.end_byte + 1, root.start_byte))
                 binding_roles[name.start_byte] = "fun"
     for node in in_range:
         scope = (node.start_byte, node.end_byte)
@@ -1341,45 +1369,20 @@ def _js_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     for node in found["class"]:
         name = node.child_by_field_name("name")
         if name is not None and node.start_byte >= start and node.end_byte <= end:  # not a wrapper's class
-            bad.add(name.text.decode("utf-8"))
+            bad.add(text(name))
     for node in [*found["import"], *found["with"]]:
-        bad.update(item.text.decode("utf-8") for item in walk(node) if item.type == "identifier")
+        bad.update(text(item) for item in walk(node) if item.type == "identifier")
     for node in found["shorthand"]:
-        bad.add(node.text.decode("utf-8"))
+        bad.add(text(node))
     if function is not None and function.type == "method_definition" and fun_name is not None:
-        encoded = fun_name.encode("utf-8")
-        extra += [node for node in found["this_property"] if node.text == encoded]
-    spans: dict[str, list[tuple[int, int]]] = {}
-    roles: dict[str, tuple[int, str]] = {}
-    used: set[str] = set(bad)
-    data = snippet.data
-    for node in found["id"]:
-        position, stop = node.start_byte, node.end_byte
-        if position < start or stop > end:
-            continue
-        name = data[position - start : stop - start].decode("utf-8")
-        used.add(name)
-        if name in bad:  # left alone in all its occurrences
-            continue
-        role = binding_roles.get(position)
-        if role is None:
-            for begin, finish in scopes.get(name, ()):
-                if begin <= position < finish:
-                    break
-            else:
-                bad.add(name)
-                continue
-        if name in spans:
-            spans[name].append((position, stop))
-        else:
-            spans[name] = [(position, stop)]
-        if role and (name not in roles or position < roles[name][0]):
-            roles[name] = (position, role)
-    for node in extra:
-        if node.type != "identifier":  # method names are property identifiers
-            spans.setdefault(fun_name, []).append((node.start_byte, node.end_byte))
-            roles.setdefault(fun_name, (extra[0].start_byte, "fun"))
-    return _assemble(spans, roles, bad, used, start, JS_RESERVED), found["comment"]
+        extra += [node for node in found["this_property"] if text(node) == fun_name]
+    used = set(bad)
+    spans, roles, _ = _resolve(found["id"], snippet, binding_roles, scopes, bad, used)
+    properties = [(node.start_byte - start, node.end_byte - start) for node in extra if node.type != "identifier"]
+    if properties:  # a method's name and ``this.name``: property identifiers
+        spans[fun_name] = sorted({*spans.get(fun_name, ()), *properties})
+        roles.setdefault(fun_name, (extra[0].start_byte, "fun"))
+    return _assemble(spans, roles, bad, used, JS_RESERVED), found["comment"]
 
 
 # ------------------------------------------------------------------------------------------------- java
@@ -1519,7 +1522,7 @@ def _java_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     functions = found["function"]
     # the first method or constructor (a wrapper adds none); callables bind their parameters
     function = (functions[0] if len(functions) == 1 else min(functions, key=_preorder)) if functions else None
-    scopes: dict[str, list[tuple[int, int, int]]] = {}
+    scopes: Scopes = {}
     binding_roles: dict[int, str] = {}
     non_variables = {node.start_byte for node in found["nv"]}
     calls = found["call"]
@@ -1542,7 +1545,8 @@ def _java_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         def bind(node: Node | None, scope: tuple[int, int], visible_from: int) -> None:
             if node is None or node.type != "identifier":
                 return
-            scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
+            name = data[node.start_byte - start : node.end_byte - start].decode("utf-8")
+            scopes.setdefault(name, []).append((scope[0], scope[1], visible_from))
             binding_roles[node.start_byte] = "var"
 
         for node in found["declarator"]:
@@ -1557,43 +1561,19 @@ def _java_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     fun_name = None
     if function is not None and function.type == "method_declaration":
         name_node = function.child_by_field_name("name")
-        fun_name = name_node.text.decode("utf-8")
+        fun_name = data[name_node.start_byte - start : name_node.end_byte - start].decode("utf-8")
         extra.append(name_node)
         encoded = fun_name.encode("utf-8")
         for node in calls:
-            if node.text == encoded:
+            if data[node.start_byte - start : node.end_byte - start] == encoded:
                 target = node.parent.child_by_field_name("object")
                 if target is None or target.type == "this":
                     extra.append(node)
-    spans: dict[str, list[tuple[int, int]]] = {}
-    roles: dict[str, tuple[int, str]] = {}
     bad: set[str] = set()
     used: set[str] = set()
-    for node in found["id"]:
-        position = node.start_byte
-        if position < start:  # in the wrapper (a wrapper's suffix holds no identifier)
-            continue
-        stop = node.end_byte
-        name = data[position - start : stop - start].decode("utf-8")
-        used.add(name)
-        if position in non_variables or name in bad:
-            continue
-        role = binding_roles.get(position)
-        if role is None:
-            for begin, finish, visible in scopes.get(name, ()):
-                if begin <= position < finish and position >= visible:
-                    break
-            else:
-                bad.add(name)
-                continue
-        if name in spans:
-            spans[name].append((position, stop))
-        else:
-            spans[name] = [(position, stop)]
-        if role and (name not in roles or position < roles[name][0]):
-            roles[name] = (position, role)
-    _add_method_name(fun_name, extra, spans, roles, bad)
-    return _assemble(spans, roles, bad, used, start, JAVA_KEYWORDS), found["comment"]
+    spans, roles, _ = _resolve(found["id"], snippet, binding_roles, scopes, bad, used, non_variables)
+    _add_method_name(fun_name, extra, start, spans, roles, bad)
+    return _assemble(spans, roles, bad, used, JAVA_KEYWORDS), found["comment"]
 
 
 # ------------------------------------------------------------------------------------------------- ruby
@@ -1691,32 +1671,47 @@ def _ruby_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     found = _captures("ruby", root)
     functions = [node for node in found["function"] if node.start_byte >= start and node.end_byte <= end]
     function = (functions[0] if len(functions) == 1 else min(functions, key=_preorder)) if functions else None
-    scopes: dict[str, list[tuple[int, int, int]]] = {}
+    scopes: Scopes = {}
     binding_roles: dict[int, str] = {}
     non_variables = {node.start_byte for node in found["nv"]}
     extra: list[Node] = []
     enclosing = _Blocks(found["scope"], root).enclosing  # _RUBY_SCOPES; the root is the program
+    data = snippet.data
 
-    def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
-        if node is None:
-            return
-        kind = node.type
-        if kind == "identifier":
-            scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
-            binding_roles[node.start_byte] = role
-        elif kind in _RUBY_COMPOUND:
-            for index, child in enumerate(node.children):
-                if node.field_name_for_child(index) in (None, "name") and child.is_named:
-                    bind(child, role, scope, visible_from if role == "var" else scope[0])
+    def text(node: Node) -> str:
+        return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
+
+    def bind(target: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
+        # iterative: a recursive closure would be a reference cycle, left for the cyclic garbage
+        # collector (which the attacks pause) with everything it holds
+        stack = [(target, visible_from)]
+        while stack:
+            node, visible = stack.pop()
+            if node is None:
+                continue
+            kind = node.type
+            if kind == "identifier":
+                scopes.setdefault(text(node), []).append((scope[0], scope[1], visible))
+                binding_roles[node.start_byte] = role
+            elif kind in _RUBY_COMPOUND:
+                inner = visible if role == "var" else scope[0]
+                parts = [
+                    (child, inner)
+                    for index, child in enumerate(node.children)
+                    if node.field_name_for_child(index) in (None, "name") and child.is_named
+                ]
+                stack += reversed(parts)
 
     fun_name = None
     if function is not None:
         name = function.child_by_field_name("name")
         if name is not None and name.type == "identifier":
-            fun_name = name.text.decode("utf-8")
+            fun_name = text(name)
             extra.append(name)
     for node in found["parameters"]:
-        owner = node.parent if node.parent is not None else root
+        owner = node.parent
+        if owner is None:
+            owner = root
         scope = (owner.start_byte, owner.end_byte)
         for child in node.named_children:
             bind(child, "arg", scope, scope[0])
@@ -1730,40 +1725,22 @@ def _ruby_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     if calls:
         non_variables.update([node.start_byte for node in calls])
         if fun_name is not None:
-            encoded = fun_name.encode("utf-8")
             for method in calls:
-                if method.text == encoded:
+                if text(method) == fun_name:
                     receiver = method.parent.child_by_field_name("receiver")
                     if receiver is None or receiver.type == "self":
                         extra.append(method)
-    spans: dict[str, list[tuple[int, int]]] = {}
-    roles: dict[str, tuple[int, str]] = {}
     bad: set[str] = set()
     used: set[str] = set()
-    data = snippet.data
-    for node in found["id"]:
-        position, stop = node.start_byte, node.end_byte
-        if position < start or stop > end:
-            continue
-        name = data[position - start : stop - start].decode("utf-8")
-        used.add(name)
-        if position in non_variables or name in bad:
-            continue
-        role = binding_roles.get(position)
-        if role is None and not _in_reach(scopes.get(name), position):
-            if name == fun_name and node.parent is not None and node.parent.type != "call":
-                extra.append(node)  # a bare recursive call without arguments
-                continue
-            bad.add(name)
-            continue
-        if name in spans:
-            spans[name].append((position, stop))
+    spans, roles, unresolved = _resolve(found["id"], snippet, binding_roles, scopes, bad, used, non_variables, fun_name)
+    for node in unresolved:  # the method's name where no local is in reach: a bare recursive call?
+        parent = node.parent
+        if parent is not None and parent.type != "call":
+            extra.append(node)  # a bare recursive call without arguments
         else:
-            spans[name] = [(position, stop)]
-        if role and (name not in roles or position < roles[name][0]):
-            roles[name] = (position, role)
-    _add_method_name(fun_name, extra, spans, roles, bad)
-    return _assemble(spans, roles, bad, used, start, RUBY_KEYWORDS), found["comment"]
+            bad.add(fun_name)
+    _add_method_name(fun_name, extra, start, spans, roles, bad)
+    return _assemble(spans, roles, bad, used, RUBY_KEYWORDS), found["comment"]
 
 
 # ---------------------------------------------------------------------------------------------------- r
@@ -1817,16 +1794,20 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     start, end = snippet.offset, snippet.end
     root = snippet.tree.root_node
     found = _captures("r", root)
-    scopes: dict[str, list[tuple[int, int, int]]] = {}
+    scopes: Scopes = {}
     binding_roles: dict[int, str] = {}
     non_variables = {node.start_byte for node in found["nv"]}
     bad: set[str] = set()
     enclosing = _Blocks(found["function"], root).enclosing  # _R_FUNCTIONS; else the root
+    data = snippet.data
+
+    def text(node: Node) -> str:
+        return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
 
     def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
         if node is None or node.type != "identifier":
             return
-        scopes.setdefault(node.text.decode("utf-8"), []).append((scope[0], scope[1], visible_from))
+        scopes.setdefault(text(node), []).append((scope[0], scope[1], visible_from))
         binding_roles[node.start_byte] = role
 
     assignments = [node for node in found["assignment"] if node.start_byte >= start and node.end_byte <= end]
@@ -1857,38 +1838,52 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
             non_variables.add(children[-1].start_byte)
     for node in found["namespace"]:
         non_variables.update([child.start_byte for child in node.named_children])
-    spans: dict[str, list[tuple[int, int]]] = {}
-    roles: dict[str, tuple[int, str]] = {}
+    ids = found["id"]
+    if b"`" in data:  # a name ever written in backticks is left alone, with and without them
+        for node in ids:
+            if node.start_byte >= start and node.end_byte <= end:
+                name = text(node)
+                if name.startswith("`"):
+                    bad.update({name, name.strip("`")})
+    if found["super"]:
+        _r_super_assignments(found["super"], ids, text, enclosing, scopes, binding_roles, non_variables, bad)
     used: set[str] = set()
-    super_starts = {node.start_byte for node in found["super"]}
-    data = snippet.data
-    for node in found["id"]:
-        position, stop = node.start_byte, node.end_byte
-        if position < start or stop > end:
+    spans, roles, _ = _resolve(ids, snippet, binding_roles, scopes, bad, used, non_variables)
+    return _assemble(spans, roles, bad, used, _R_EXCLUDED), found["comment"]
+
+
+def _r_super_assignments(
+    targets: list[Node],
+    ids: list[Node],
+    text: Callable[[Node], str],
+    enclosing: Callable[[Node], tuple[int, int]],
+    scopes: Scopes,
+    binding_roles: dict[int, str],
+    non_variables: set[int],
+    bad: set[str],
+) -> None:
+    """``<<-`` assigns in an enclosing function: the identifier starting where its target starts is
+    renamed only if a function around this one (of the snippet) binds it: it then resolves (whatever
+    the ordinary reach, ``binding_roles``), else its name is left alone (``bad``)."""
+    by_start: dict[int, Node] | None = None
+    for target in targets:
+        position = target.start_byte
+        if position in non_variables:
             continue
-        name = data[position - start : stop - start].decode("utf-8")
-        if name.startswith("`"):
-            bad.update({name, name.strip("`")})
-        used.add(name)
-        if position in non_variables or name in bad:
-            continue
-        role = binding_roles.get(position)
-        if position in super_starts:
-            # ``<<-`` assigns in an enclosing function: it must define the name (outside this function).
-            own = enclosing(node)[0]
-            if not any(a <= position < b and a < own for a, b, _ in scopes.get(name, ())):
-                bad.add(name)
+        if target.type == "identifier":
+            node = target
+        else:  # ``x$y <<- v``, ``names(x) <<- v``: the identifier it starts with, if any
+            if by_start is None:
+                by_start = {node.start_byte: node for node in ids}
+            node = by_start.get(position)
+            if node is None:
                 continue
-        elif role is None and not _in_reach(scopes.get(name), position):
-            bad.add(name)
-            continue
-        if name in spans:
-            spans[name].append((position, stop))
+        name = text(node)
+        own = enclosing(node)[0]
+        if any(a <= position < b and a < own for a, b, _ in scopes.get(name, ())):
+            binding_roles.setdefault(position, "")
         else:
-            spans[name] = [(position, stop)]
-        if role and (name not in roles or position < roles[name][0]):
-            roles[name] = (position, role)
-    return _assemble(spans, roles, bad, used, start, _R_EXCLUDED), found["comment"]
+            bad.add(name)
 
 
 _R_EXCLUDED = R_RESERVED | {"..."}
