@@ -463,7 +463,7 @@ def _check_models(config: Config) -> None:
             f"evaluation.protocols: cross-encoders ({', '.join(cross)}) score pairs and are evaluated under "
             "gecs-100 and matching only: add one of them"
         )
-    for i, attack in enumerate(trained["attacks"]):
+    for i, attack in enumerate(trained["attacks"] if trained["models"] else []):
         if attack not in config.attacks:
             raise ValueError(f"grid.trained.attacks[{i}]: {attack!r} is not in grid.attacks")
     if trained["models"] and NOT_CONFUSED_TRAIN_ATTACK not in trained["attacks"]:
