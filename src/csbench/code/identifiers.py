@@ -1183,8 +1183,9 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         if key is not None and key.type == "identifier":
             bad.add(text(key))
     if function is not None and function.type == "method_declaration" and fun_name is not None:
+        encoded = fun_name.encode("utf-8")
         for node in found["selector"]:
-            if text(node) == fun_name:
+            if data[node.start_byte - start : node.end_byte - start] == encoded:
                 operand = node.parent.child_by_field_name("operand")
                 if text(operand) == receiver:
                     extra.append(node)
@@ -1840,11 +1841,14 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         non_variables.update([child.start_byte for child in node.named_children])
     ids = found["id"]
     if b"`" in data:  # a name ever written in backticks is left alone, with and without them
-        for node in ids:
-            if node.start_byte >= start and node.end_byte <= end:
+        at = {node.start_byte - start: node for node in ids if node.end_byte > node.start_byte}
+        tick = data.find(b"`")
+        while tick != -1:
+            node = at.get(tick)
+            if node is not None and node.end_byte <= end:
                 name = text(node)
-                if name.startswith("`"):
-                    bad.update({name, name.strip("`")})
+                bad.update({name, name.strip("`")})
+            tick = data.find(b"`", tick + 1)
     if found["super"]:
         _r_super_assignments(found["super"], ids, text, enclosing, scopes, binding_roles, non_variables, bad)
     used: set[str] = set()
