@@ -75,8 +75,15 @@ def test_repo_params_validates(raw) -> None:
     assert config.attack_params("random_permutation") == {"random_permutation": {"seed": 0, "min_k": 1, "max_k": 20}}
     assert config.models == raw["grid"]["models"] == ["bm25"]
     assert config.protocols == ["full-corpus", "csn-1000"]
+    trained = config.trained
+    assert trained["models"] == ["nbow"] and trained["attacks"] == ["no_comment"]  # seed stability (COBE V-E)
+    assert trained["losses"] == ["ce"] and trained["seeds"] == [0, 1, 2] and trained["inference"] == ["confused"]
     assert [run.path for run in config.runs()] == [
-        f"{d}/{a}/{m}/none/0/zero_shot" for d in config.datasets for a in config.attacks for m in config.models
+        *(f"{d}/{a}/{m}/none/0/zero_shot" for d in config.datasets for a in config.attacks for m in config.models),
+        *(f"{d}/no_comment/nbow/ce/{seed}/confused" for d in config.datasets for seed in (0, 1, 2)),
+    ]
+    assert [key.path for key, _ in config.stability_groups()] == [
+        f"{d}/no_comment/nbow/ce/confused" for d in config.datasets
     ]
     assert config.model_params("bm25") == BM25Retriever.DEFAULTS
     check_sources(config)  # `stdlib` resolves to this interpreter's standard library
@@ -349,7 +356,11 @@ def test_cli_validate_check_sources_error(tmp_path, raw, capsys) -> None:
 def test_cli_validate_good_config(raw, capsys) -> None:
     assert main(["validate", "--config", str(PARAMS)]) == 0
     captured = capsys.readouterr()
-    n_runs = len(raw["grid"]["datasets"]) * len(raw["grid"]["attacks"]) * len(raw["grid"]["models"])
+    grid, trained = raw["grid"], raw["grid"]["trained"]
+    n_runs = len(grid["datasets"]) * len(grid["attacks"]) * len(grid["models"]) + len(grid["datasets"]) * len(
+        trained["attacks"]
+    ) * len(trained["models"]) * len(trained["losses"]) * len(trained["seeds"]) * len(trained["inference"])
+    assert n_runs == 2 * 12 + 2 * 3
     assert captured.out == f"{PARAMS}: valid; study 'default', {n_runs} run(s)\n"
     assert captured.err == ""
 
@@ -371,8 +382,11 @@ def test_cli_runs_prints_the_run_paths(capsys) -> None:
 def test_cli_runs_follows_the_grid(tmp_path, raw, capsys) -> None:
     data = copy.deepcopy(raw)
     data["grid"].update(datasets=["python-stdlib"], attacks=["no_comment"])
+    data["grid"]["trained"].update(seeds=[1])
     assert main(["runs", "--config", str(_write(tmp_path, data, "one.yaml"))]) == 0
-    assert capsys.readouterr().out == "python-stdlib/no_comment/bm25/none/0/zero_shot\n"
+    assert capsys.readouterr().out == (
+        "python-stdlib/no_comment/bm25/none/0/zero_shot\npython-stdlib/no_comment/nbow/ce/1/confused\n"
+    )
 
 
 def test_a_grid_dataset_without_an_entry_under_datasets_is_refused() -> None:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 
 STUDY = {
     "study": "cosqa",
-    "grid": {"datasets": ["cosqa-retrieval"], "attacks": ["none"], "models": ["bm25"]},
+    "grid": {"datasets": ["cosqa-retrieval"], "attacks": ["none"], "models": ["bm25"], "trained": {"models": []}},
     "datasets": {"cosqa-retrieval": {}},
     "evaluation": {"protocols": ["full-corpus"], "run_depth": 10},
 }

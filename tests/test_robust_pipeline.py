@@ -58,7 +58,7 @@ def test_robustness_entries_outside_the_grid_are_skipped_and_reported(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
     config = load_config([path])
-    assert [run.dataset for run in config.robustness_runs()] == ["python-stdlib"]
+    assert {run.dataset for run in config.robustness_runs()} == {"python-stdlib"}
     assert config.robustness_outside_grid() == ["robustness.datasets: 'python-packages' is not in grid.datasets"]
 
 
@@ -68,7 +68,10 @@ def test_default_study_points_are_the_cobe_grid():
     ratios = sorted({r for p, r in points if p != "question"})
     assert ratios == pytest.approx([0.05 * i for i in range(1, 11)])
     assert len(points) == 6 * 10 + 1 and ("question", 1.0) in points
-    assert [run.path for run in config.robustness_runs()] == ["python-packages/no_comment/bm25/none/0/zero_shot"]
+    assert [run.path for run in config.robustness_runs()] == [
+        "python-packages/no_comment/bm25/none/0/zero_shot",
+        *(f"python-packages/no_comment/nbow/ce/{seed}/confused" for seed in (0, 1, 2)),
+    ]
 
 
 def _pool(n: int = 12) -> pd.DataFrame:
@@ -165,3 +168,59 @@ def test_database_rows_and_cobe_table():
     text = "\n".join(robustness_markdown(records))
     assert "| d/no_comment/bm25/none/0/zero_shot | full-corpus | 0.7500 | 0.6250 | 1.0000 | 0.8125 | 0.6250 |" in text
     assert "(robustness/d/no_comment/bm25/none/0/zero_shot/robustness.png)" in text
+
+
+def test_cli_perturbs_every_ratio_and_scores_every_point_with_one_index_load(tmp_path, monkeypatch, capsys):
+    """`csbench perturb` writes a perturbation's query sets at every ratio in one call; `csbench robust`
+    scores every point of a run from one loaded index, each point equal to a search on its queries."""
+    from csbench import cli, paths
+    from csbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    raw = yaml.safe_load(PARAMS.read_text())
+    raw["grid"].update(datasets=["python-stdlib"], attacks=["no_comment"], trained={"models": []})
+    raw["robustness"].update(
+        datasets=["python-stdlib"], attacks=["no_comment"], perturbations=["case", "swap"], ratios=[0.5, 0.25]
+    )
+    raw["evaluation"]["protocols"] = ["full-corpus"]
+    config = tmp_path / "params.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    pool = _pool().assign(language="python")
+    for folder in ("data/prepared/python-stdlib", "data/attacked/python-stdlib/no_comment"):
+        (tmp_path / folder).mkdir(parents=True)
+        pool.to_parquet(tmp_path / folder / "test.parquet", index=False)
+        pool.iloc[0:0].to_parquet(tmp_path / folder / "codebase.parquet", index=False)
+    base = ["--config", str(config), "--dataset", "python-stdlib"]
+    for perturbation in ("case", "swap", "question"):
+        assert main(["-q", "perturb", *base, "--perturbation", perturbation]) == 0, capsys.readouterr().err
+    written = sorted(p.relative_to(tmp_path / "data/perturbed").as_posix() for p in tmp_path.rglob("queries.parquet"))
+    assert written == [
+        "python-stdlib/case/0.25/queries.parquet",
+        "python-stdlib/case/0.5/queries.parquet",
+        "python-stdlib/question/1/queries.parquet",
+        "python-stdlib/swap/0.25/queries.parquet",
+        "python-stdlib/swap/0.5/queries.parquet",
+    ]
+    run = ["--attack", "no_comment", "--model", "bm25"]
+    assert main(["-q", "index", *base, *run]) == 0, capsys.readouterr().err
+    loads = []
+    real_load = cli._load_index
+    monkeypatch.setattr(cli, "_load_index", lambda key: loads.append(key) or real_load(key))
+    assert main(["-q", "robust", *base, *run]) == 0, capsys.readouterr().err
+    assert len(loads) == 1
+    index = pickle.loads(paths.index_file(loads[0].path).read_bytes())
+    points = load_config([config]).perturbation_points()
+    assert len(points) == 5
+    for perturbation, ratio in points:
+        record = yaml.safe_load(paths.robust_point_file(loads[0].path, perturbation, ratio).read_text())
+        queries = pd.read_parquet(paths.perturbed_file("python-stdlib", perturbation, ratio))["query"].tolist()
+        expected, _ = search(index, pool, ["full-corpus"], 1, "r", queries=queries, progress=False)
+        assert (record["perturbation"], record["ratio"]) == (perturbation, ratio)
+        assert record["queries"]["rank"] == expected["full-corpus"].ranks
+    # one perturbation / ratio on request; a selection outside the config is refused
+    target = paths.robust_point_file(loads[0].path, "swap", 0.25)
+    target.unlink()
+    assert main(["-q", "robust", *base, *run, "--perturbation", "swap", "--ratio", "0.25"]) == 0
+    assert target.is_file() and len(loads) == 2
+    assert main(["-q", "robust", *base, *run, "--perturbation", "swap", "--ratio", "0.3"]) != 0
+    assert "no robustness point matches" in capsys.readouterr().err

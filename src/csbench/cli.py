@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from tqdm import tqdm
 
 from csbench import __version__, paths
 from csbench.config import INFERENCE_TYPES, Config, ConfigError, RunKey, check_sources, load_config
@@ -494,78 +495,116 @@ def _headline(protocol: str, metrics: dict) -> str:
 
 
 def cmd_perturb(args: argparse.Namespace) -> int:
-    from csbench.perturbations import PERTURBATIONS, check_ratio, perturb
+    """A dataset's perturbed query sets: one perturbation at every ratio of ``robustness.ratios``
+    (one set, at ratio 1, for a fixed perturbation such as ``question``), or at ``--ratio`` only."""
+    from csbench.perturbations import PERTURBATIONS, check_ratio, perturb, ratios_for
 
     config = _config(args)
     _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
-    ratio = check_ratio(float(args.ratio))
     PERTURBATIONS.check(args.perturbation, where="--perturbation")
+    if args.ratio is not None:
+        ratios: tuple[float, ...] = (check_ratio(float(args.ratio)),)
+    else:
+        ratios = ratios_for(args.perturbation, config.robustness.get("ratios", []))
+        if not ratios:
+            raise ValueError("robustness.ratios is empty: give --ratio")
     test_file = paths.split_files(paths.prepared_dir(args.dataset))["test"]
     if not test_file.is_file():
         raise FileNotFoundError(f"{test_file} is missing: run `csbench prepare --dataset {args.dataset}` first")
     frame = pd.read_parquet(test_file, columns=["id", "query"])
     seed = int(config.robustness.get("seed", 0))
-    queries = perturb(frame["query"].tolist(), frame["id"].tolist(), args.perturbation, ratio, seed)
-    out = pd.DataFrame({"id": frame["id"], "query": queries, "original": frame["query"]})
-    write_parquet(paths.perturbed_file(args.dataset, args.perturbation, ratio), out)
-    changed = int((out["query"] != out["original"]).sum())
-    log.info("%s %s@%s: %d of %d queries changed", args.dataset, args.perturbation, args.ratio, changed, len(out))
+    for ratio in tqdm(ratios, desc=f"{args.dataset} {args.perturbation}", unit="ratio", disable=args.quiet):
+        queries = perturb(frame["query"].tolist(), frame["id"].tolist(), args.perturbation, ratio, seed)
+        out = pd.DataFrame({"id": frame["id"], "query": queries, "original": frame["query"]})
+        write_parquet(paths.perturbed_file(args.dataset, args.perturbation, ratio), out)
+        changed = int((out["query"] != out["original"]).sum())
+        log.info(
+            "%s %s@%s: %d of %d queries changed",
+            args.dataset,
+            args.perturbation,
+            paths.ratio_label(ratio),
+            changed,
+            len(out),
+        )
     return 0
 
 
+def robust_points(config, perturbation: str | None = None, ratio: str | None = None) -> list[tuple[str, float]]:
+    """The points of the robustness curves (``Config.perturbation_points``), or those of one
+    perturbation and / or one ratio; ``ValueError`` when the selection is empty."""
+    from csbench.perturbations import check_ratio
+
+    points = config.perturbation_points()
+    if perturbation is not None:
+        points = [(p, r) for p, r in points if p == perturbation]
+    if ratio is not None:
+        wanted = check_ratio(float(ratio))
+        points = [(p, r) for p, r in points if check_ratio(r) == wanted]
+    if not points:
+        listed = ", ".join(f"{p}@{paths.ratio_label(r)}" for p, r in config.perturbation_points()) or "none"
+        raise ValueError(f"no robustness point matches --perturbation / --ratio (the config lists: {listed})")
+    return points
+
+
 def cmd_robust(args: argparse.Namespace) -> int:
-    """One point of a robustness curve: the run's model on one perturbed query set."""
+    """The points of a run's robustness curves: its model on every perturbed query set of the config
+    (or on those --perturbation / --ratio select). The pools are read and the index loaded once."""
     from csbench.evaluate.runner import DEFAULT_MEMORY_MB, search
 
     config = _config(args)
     run = _run_key(args, config)
-    ratio = float(args.ratio)
+    points = robust_points(config, args.perturbation, args.ratio)
     protocol = config.robustness.get("protocol", "full-corpus")
+    seed = int(config.robustness.get("seed", 0))
+    memory_mb = float(config.section("evaluation").get("memory_mb", DEFAULT_MEMORY_MB))
+    files = {point: paths.perturbed_file(run.dataset, *point) for point in points}
+    absent = [str(f) for f in files.values() if not f.is_file()]
+    if absent:
+        raise FileNotFoundError(f"{', '.join(absent)} missing: run `csbench perturb` first")
     test_file, codebase_file, _ = _pools(run)
-    queries_file = paths.perturbed_file(run.dataset, args.perturbation, ratio)
-    if not queries_file.is_file():
-        raise FileNotFoundError(f"{queries_file} is missing: run `csbench perturb` first")
     index, _ = _load_index(run)
     pool, codebase = pd.read_parquet(test_file), pd.read_parquet(codebase_file)
-    perturbed = pd.read_parquet(queries_file).set_index("id")["query"]
-    missing = set(pool["id"]) - set(perturbed.index)
-    if missing:
-        raise ValueError(f"{queries_file} lacks {len(missing)} test queries of {run.dataset}/{run.attack}")
-    queries = perturbed.loc[pool["id"]].tolist()
-    outcomes, _ = search(
-        index,
-        pool,
-        [protocol],
-        1,
-        "robust",
-        queries=queries,
-        progress=not args.quiet,
-        codebase=codebase,
-        memory_mb=float(config.section("evaluation").get("memory_mb", DEFAULT_MEMORY_MB)),
-    )
-    outcome = outcomes[protocol]
-    write_json(
-        paths.robust_point_file(run.path, args.perturbation, ratio),
-        {
-            "run": run.as_dict(),
-            "perturbation": args.perturbation,
-            "ratio": ratio,
-            "seed": int(config.robustness.get("seed", 0)),
-            "protocol": protocol,
-            "metrics": outcome.metrics(),
-            "note": outcome.plan_note,
-            "queries": {"id": outcome.query_ids, "rank": outcome.ranks, "top1": outcome.top1},
-        },
-    )
-    mrr = outcome.metrics()["mrr"]
-    log.info(
-        "%s %s@%s: %s MRR %s",
-        run.path,
-        args.perturbation,
-        args.ratio,
-        protocol,
-        f"{mrr:.4f}" if outcome.ranks else "n/a",
-    )
+    for (perturbation, ratio), queries_file in tqdm(
+        files.items(), desc=f"{run.path} robustness", unit="point", disable=args.quiet
+    ):
+        perturbed = pd.read_parquet(queries_file).set_index("id")["query"]
+        missing = set(pool["id"]) - set(perturbed.index)
+        if missing:
+            raise ValueError(f"{queries_file} lacks {len(missing)} test queries of {run.dataset}/{run.attack}")
+        outcomes, _ = search(
+            index,
+            pool,
+            [protocol],
+            1,
+            "robust",
+            queries=perturbed.loc[pool["id"]].tolist(),
+            progress=False,
+            codebase=codebase,
+            memory_mb=memory_mb,
+        )
+        outcome = outcomes[protocol]
+        write_json(
+            paths.robust_point_file(run.path, perturbation, ratio),
+            {
+                "run": run.as_dict(),
+                "perturbation": perturbation,
+                "ratio": ratio,
+                "seed": seed,
+                "protocol": protocol,
+                "metrics": outcome.metrics(),
+                "note": outcome.plan_note,
+                "queries": {"id": outcome.query_ids, "rank": outcome.ranks, "top1": outcome.top1},
+            },
+        )
+        mrr = outcome.metrics()["mrr"]
+        log.info(
+            "%s %s@%s: %s MRR %s",
+            run.path,
+            perturbation,
+            paths.ratio_label(ratio),
+            protocol,
+            f"{mrr:.4f}" if outcome.ranks else "n/a",
+        )
     return 0
 
 
@@ -695,17 +734,17 @@ def build_parser() -> argparse.ArgumentParser:
     run_args(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("perturb", help="a perturbed query set of a dataset's test split (COBE)")
+    p = sub.add_parser("perturb", help="a dataset's perturbed query sets of one perturbation, at every ratio (COBE)")
     _add_config(p)
     p.add_argument("--dataset", required=True)
     p.add_argument("--perturbation", required=True)
-    p.add_argument("--ratio", required=True, help="noise ratio in [0, 1] (question: 1)")
+    p.add_argument("--ratio", help="one noise ratio in [0, 1] (default: every ratio of robustness.ratios; question: 1)")
     p.set_defaults(func=cmd_perturb)
 
-    p = sub.add_parser("robust", help="evaluate a run's model on one perturbed query set")
+    p = sub.add_parser("robust", help="evaluate a run's model on every perturbed query set (the curve points)")
     run_args(p)
-    p.add_argument("--perturbation", required=True)
-    p.add_argument("--ratio", required=True)
+    p.add_argument("--perturbation", help="only this perturbation's points")
+    p.add_argument("--ratio", help="only the points at this ratio")
     p.set_defaults(func=cmd_robust)
 
     p = sub.add_parser("robustness", help="robustness curves, IR-AUC, robust MRR, flip rate and plot of a run")
@@ -732,7 +771,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cutoff", type=int, default=300, help="predictions kept per query (default 300)")
     p.add_argument("--json", type=Path, help="also write the scores here")
     p.set_defaults(func=cmd_challenge)
+
+    from csbench.results.query import DEFAULT_DB, FILTER_COLUMNS, FORMATS
+
+    p = sub.add_parser(
+        "results",
+        help="query results/results.db: filter, print as a table / CSV / JSON, pivot, export",
+        description="Rows of the `results` table of results.db (one per study, dataset, language, attack, "
+        "perturbation, ratio, model, loss, seed, inference, protocol and metric). Each filter may be "
+        "repeated and takes a comma-separated list; --ratio none selects rows without a ratio (IR-AUC).",
+    )
+    p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"the database (default: {DEFAULT_DB})")
+    for column in FILTER_COLUMNS:
+        p.add_argument(f"--{column}", action="append", metavar="V[,V...]", help="keep these values (repeatable)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="stdout format (default: table)")
+    p.add_argument("--pivot", metavar="COLUMN", help="one column per value of this key column, e.g. metric")
+    p.add_argument("--export", type=Path, metavar="FILE", help="write the rows to FILE.csv / .parquet / .json")
+    p.set_defaults(func=cmd_results)
     return parser
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    """Print (or export) the rows of results.db's `results` table that the filters select."""
+    from csbench.results.query import FILTER_COLUMNS, export, pivot, render, select
+
+    filters = {c: getattr(args, c) for c in FILTER_COLUMNS if getattr(args, c)}
+    frame = select(args.db, filters)
+    if args.pivot:
+        frame = pivot(frame, args.pivot)
+    if frame.empty:
+        print(f"csbench results: no row of {args.db} matches the filters", file=sys.stderr)
+    if args.export:
+        export(frame, args.export)
+        print(f"csbench results: {len(frame)} row(s) written to {args.export}", file=sys.stderr)
+    else:
+        sys.stdout.write(render(frame, args.format))
+    return 0
 
 
 def cmd_challenge(args: argparse.Namespace) -> int:

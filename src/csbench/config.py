@@ -471,7 +471,9 @@ def _check_models(config: Config) -> None:
             f"grid.trained: trained models need {NOT_CONFUSED_TRAIN_ATTACK!r} in grid.trained.attacks (not_confused "
             "runs use the model trained on it, and dvc.yaml's trained stages depend on it)"
         )
-    outside = [a for a in config.robustness.get("attacks", []) if a not in trained["attacks"]]
+    outside = [  # names outside grid.attacks: skipped and reported (robustness_outside_grid), or misspelled
+        a for a in config.robustness.get("attacks", []) if a in config.attacks and a not in trained["attacks"]
+    ]
     if trained["models"] and outside:
         raise ValueError(
             f"robustness.attacks: {', '.join(outside)} not in grid.trained.attacks; dvc.yaml evaluates the "

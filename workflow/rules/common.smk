@@ -67,7 +67,6 @@ wildcard_constraints:
     inference=_alternatives(INFERENCE_TYPES),
     split=_alternatives(SPLITS),
     perturbation="[a-z_]+",
-    ratio="[0-9.]+",
 
 
 def tracked(*keys):

@@ -1,26 +1,35 @@
-# Query perturbations (COBE; issue #5): perturbed query sets, one point of a robustness curve per
-# run x perturbation x ratio (the run's pools come encoded from the `index` rule), and the curves.
+# Query perturbations (COBE; issue #5): the perturbed query sets of each perturbation (every ratio in
+# one job: nlpaug's import alone takes seconds), the points of each run's robustness curves (one job
+# a run: its pools come encoded from the `index` rule, loaded once for every point), and the curves.
 
 POINTS = CFG.perturbation_points()
+PERTURBED = sorted({p for p, _ in POINTS})
+
+
+def _ratios_read(wildcards):
+    """The ratios a perturbation is applied at: a fixed one (question) ignores robustness.ratios."""
+    fixed = wildcards.perturbation in CFG.robustness.get("fixed", [])
+    return "" if fixed else tracked("robustness", "ratios")
 
 
 rule perturb:
     input:
         test="data/prepared/{dataset}/test.parquet",
     output:
-        queries="data/perturbed/{dataset}/{perturbation}/{ratio}/queries.parquet",
+        queries=directory("data/perturbed/{dataset}/{perturbation}"),
     params:
         cli=CSBENCH,
         configs=CONFIG_ARGS,
         code=paths.code_digest("perturb"),
         seed=tracked("robustness", "seed"),
+        ratios=_ratios_read,
     log:
-        "logs/perturb/{dataset}/{perturbation}/{ratio}.log",
+        "logs/perturb/{dataset}/{perturbation}.log",
     conda:
         ENV
     shell:
         "{params.cli} perturb {params.configs} --dataset {wildcards.dataset} "
-        "--perturbation {wildcards.perturbation} --ratio {wildcards.ratio} > {log} 2>&1"
+        "--perturbation {wildcards.perturbation} > {log} 2>&1"
 
 
 rule robust:
@@ -28,23 +37,25 @@ rule robust:
         test="data/attacked/{dataset}/{attack}/test.parquet",
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
         index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.pkl",
-        queries="data/perturbed/{dataset}/{perturbation}/{ratio}/queries.parquet",
+        queries=expand("data/perturbed/{{dataset}}/{perturbation}", perturbation=PERTURBED),
     output:
-        point="results/robustness/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/points/{perturbation}/{ratio}.json",
+        points=[
+            f"results/robustness/{{dataset}}/{{attack}}/{{model}}/{{loss}}/{{seed}}/{{inference}}/points/{p}/{paths.ratio_label(r)}.json"
+            for p, r in POINTS
+        ],
     params:
         cli=CSBENCH,
         configs=CONFIG_ARGS,
         code=paths.code_digest("robust"),
         protocol=tracked("robustness", "protocol"),
     log:
-        "logs/robust/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/{perturbation}/{ratio}.log",
+        "logs/robust/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
     conda:
         ENV
     shell:
         "{params.cli} robust {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
         "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} "
-        "--inference {wildcards.inference} --perturbation {wildcards.perturbation} --ratio {wildcards.ratio} "
-        "> {log} 2>&1"
+        "--inference {wildcards.inference} > {log} 2>&1"
 
 
 rule robustness:

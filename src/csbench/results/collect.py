@@ -191,6 +191,128 @@ def stability_frames(records: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFra
     return pd.DataFrame(pairs), pd.DataFrame(spreads)
 
 
+# The long `results` table of results.db: one row per key, its value, and the run's provenance.
+RESULT_KEY = (
+    "study",
+    "dataset",
+    "language",
+    "attack",
+    "perturbation",
+    "ratio",
+    "model",
+    "loss",
+    "seed",
+    "inference",
+    "protocol",
+    "metric",
+)
+ROBUST_MRR_PERTURBATION = "*"  # robust MRR: each query's worst over the perturbations at a ratio
+PROVENANCE_COLUMNS = ("git_commit", "git_dirty", "params_sha256", "created", "csbench_version", "device")
+RESULT_COLUMNS = (*RESULT_KEY, "value", "run_id", *PROVENANCE_COLUMNS)
+_SQL_TYPES = {"ratio": "REAL", "seed": "INTEGER", "value": "REAL", "git_dirty": "INTEGER"}
+# columns the filters of `csbench results` use most, each with an index
+RESULT_INDEXED = ("dataset", "attack", "perturbation", "model", "protocol", "metric", "run_id")
+
+
+def _native(value: object) -> object:
+    """A value SQLite can store: None for NaN / None, Python scalars for numpy ones."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def results_rows(scores: pd.DataFrame, runs: pd.DataFrame, robustness: dict[str, dict] | None = None) -> list[dict]:
+    """The rows of the `results` table.
+
+    Clean scores (every metric of every run and protocol) have perturbation ``none`` and ratio 0.
+    A robustness record adds, under its protocol, per point of a curve (perturbation, ratio; ratio
+    0 is the clean MRR the curve starts from): ``mrr``, ``relative_drop`` and ``flip_rate`` where the
+    record has them; per ratio the robust MRR (perturbation ``*``, metric ``robust_mrr``); and
+    ``ir_auc`` per perturbation and as ``macro`` / ``micro``, with ratio NULL (an area over every
+    ratio). Study, language and provenance columns are those of the run's evaluation record.
+    """
+    by_run: dict[str, dict] = {}
+    for run in runs.to_dict("records"):
+        packages = json.loads(run["packages"]) if isinstance(run.get("packages"), str) else {}
+        dirty = _native(run.get("git_dirty"))
+        by_run[run["run_id"]] = {
+            "study": run.get("study"),
+            "language": run.get("language"),
+            "git_commit": run.get("git_commit"),
+            "git_dirty": None if dirty is None else int(bool(dirty)),
+            "params_sha256": run.get("params_sha256"),
+            "created": run.get("created"),
+            "csbench_version": packages.get("csbench"),
+            "device": run.get("device"),
+        }
+    rows: list[dict] = []
+
+    def add(run_id: str, run: dict, **cells: object) -> None:
+        if run_id not in by_run:
+            raise ValueError(f"results of {run_id} have no run record (metrics.json / provenance.json)")
+        row = {**by_run[run_id], **{k: run.get(k) for k in ("dataset", "attack", "model", "loss", "seed", "inference")}}
+        rows.append({c: _native(v) for c, v in {**row, **cells, "run_id": run_id}.items()})
+
+    for score in scores.to_dict("records"):
+        cells = {k: score[k] for k in ("perturbation", "ratio", "protocol", "metric", "value")}
+        add(score["run_id"], score, **cells)
+    for run_id, record in (robustness or {}).items():
+        run, protocol = record["run"], record["protocol"]
+        per = record["summary"]["per_perturbation"]
+        for name, curve in record["curves"].items():
+            drops = per[name].get("relative_drop", {})
+            flips = record["flip_rate"].get(name, {})
+            for label, mrr in curve.items():
+                ratio = float(label)
+                point = {"mrr": mrr}
+                if str(ratio) in drops:
+                    point["relative_drop"] = drops[str(ratio)]
+                if label in flips:
+                    point["flip_rate"] = flips[label]
+                for metric, value in point.items():
+                    add(run_id, run, perturbation=name, ratio=ratio, protocol=protocol, metric=metric, value=value)
+            add(
+                run_id,
+                run,
+                perturbation=name,
+                ratio=None,
+                protocol=protocol,
+                metric="ir_auc",
+                value=per[name]["ir_auc"],
+            )
+        for label, value in record["robust_mrr"].items():
+            cells = {"ratio": float(label), "protocol": protocol, "metric": "robust_mrr", "value": value}
+            add(run_id, run, perturbation=ROBUST_MRR_PERTURBATION, **cells)
+        for name in ("macro", "micro"):
+            value = record["summary"][f"{name}_ir_auc"]
+            add(run_id, run, perturbation=name, ratio=None, protocol=protocol, metric="ir_auc", value=value)
+    return rows
+
+
+def write_results_table(con: sqlite3.Connection, rows: list[dict]) -> None:
+    """Create and fill the `results` table. A UNIQUE index on the key (ratio NULL counted as one
+    value: SQLite lets NULLs repeat in a UNIQUE index) makes a duplicate row an error."""
+    columns = ", ".join(
+        f'"{c}" {_SQL_TYPES.get(c, "TEXT")}' + (" NOT NULL" if c in RESULT_KEY and c != "ratio" else "")
+        for c in RESULT_COLUMNS
+    )
+    con.execute(f"CREATE TABLE results ({columns})")
+    key = ", ".join("ifnull(ratio, -1.0)" if c == "ratio" else f'"{c}"' for c in RESULT_KEY)
+    con.execute(f"CREATE UNIQUE INDEX results_key ON results({key})")
+    for column in RESULT_INDEXED:
+        con.execute(f'CREATE INDEX results_{column} ON results("{column}")')
+    placeholders = ", ".join("?" * len(RESULT_COLUMNS))
+    try:
+        con.executemany(
+            f"INSERT INTO results VALUES ({placeholders})", [[row.get(c) for c in RESULT_COLUMNS] for row in rows]
+        )
+    except sqlite3.IntegrityError as err:
+        seen: set[tuple] = set()
+        twice = [k for k in (tuple(row.get(c) for c in RESULT_KEY) for row in rows) if k in seen or seen.add(k)]
+        shown = "; ".join("/".join(str(v) for v in k) for k in twice[:3])
+        raise ValueError(f"results.db: {err} ({', '.join(RESULT_KEY)}: {shown or 'a key column is empty'})") from err
+
+
 def write_database(
     path: Path,
     scores: pd.DataFrame,
@@ -198,6 +320,11 @@ def write_database(
     robustness: dict[str, dict] | None = None,
     stability: dict[str, dict] | None = None,
 ) -> None:
+    """results.db: the long `results` table (see ``results_rows``), which `csbench results` reads;
+    and the tables it is built from or complements: `scores` and `runs` (one row per run: its
+    provenance and efficiency), `robustness_points` / `robustness_ir_auc` and `seed_stability` /
+    `seed_spread` (seed spreads have no seed, so they are not in `results`)."""
+    rows = results_rows(scores, runs, robustness)
     with atomic_path(path) as tmp:
         with sqlite3.connect(tmp) as con:
             scores.to_sql("scores", con, index=False)
@@ -211,10 +338,7 @@ def write_database(
                 pairs.to_sql("seed_stability", con, index=False)
                 spreads.to_sql("seed_spread", con, index=False)
             con.execute("CREATE INDEX scores_run ON scores(run_id)")
-            con.execute(
-                "CREATE VIEW results AS SELECT s.*, r.git_commit, r.params_sha256, r.created "
-                "FROM scores s JOIN runs r USING (run_id)"
-            )
+            write_results_table(con, rows)
         # sqlite3's context manager commits but does not close
         con.close()
 
