@@ -21,8 +21,10 @@ from csbench.config import (
     SCHEMA_PATH,
     ConfigError,
     check_sources,
+    dvc_limitations,
     load_config,
     merge,
+    merged_yaml,
     read_yaml,
     validate_config,
 )
@@ -435,3 +437,118 @@ def test_stability_groups_need_two_seeds_and_k_within_run_depth(tmp_path: Path, 
         d["stability"]["protocol"] = "gecs-100"
 
     assert "not a ranking protocol of evaluation.protocols" in _error_of(tmp_path, data, not_ranking)
+
+
+# ---------------------------------------------------------------------------------------------
+# per-dataset trained grid (grid.trained.datasets, grid.trained.seeds_by_dataset) and `csbench merge`
+
+
+def _trained(raw: dict[str, Any], **given: Any) -> dict[str, Any]:
+    data = copy.deepcopy(raw)
+    data["grid"]["trained"] = {"models": ["nbow"], "attacks": ["no_comment"], "losses": ["ce"], "seeds": [0]} | given
+    data["grid"]["trained"].setdefault("inference", ["confused"])
+    return data
+
+
+def test_seeds_by_dataset_overrides_the_seeds_of_one_dataset(tmp_path: Path, raw: dict[str, Any]) -> None:
+    data = _trained(raw, seeds_by_dataset={"python-packages": [3, 0, 4]}, inference=["confused", "not_confused"])
+    config = load_config(_write(tmp_path, data, "seeds.yaml"))
+    assert config.seeds_for("python-stdlib") == [0] and config.seeds_for("python-packages") == [3, 0, 4]
+    trained_runs = [run for run in config.runs() if run.inference != "zero_shot"]
+    assert [(r.dataset, r.seed, r.inference) for r in trained_runs] == [
+        ("python-stdlib", 0, "confused"),
+        ("python-stdlib", 0, "not_confused"),
+        *(("python-packages", s, i) for s in (3, 0, 4) for i in ("confused", "not_confused")),
+    ]
+    assert [k.path for k in config.trainings()] == [
+        "python-stdlib/no_comment/nbow/ce/0",
+        *(f"python-packages/no_comment/nbow/ce/{s}" for s in (3, 0, 4)),
+    ]
+    # seed stability only where a dataset has two seeds or more
+    groups = config.stability_groups()
+    assert [key.path for key, _ in groups] == [
+        "python-packages/no_comment/nbow/ce/confused",
+        "python-packages/no_comment/nbow/ce/not_confused",
+    ]
+    assert [run.seed for run in groups[0][1]] == [3, 0, 4]
+    # every seed some dataset trains with: what `csbench train --seed` accepts
+    assert config.trained["seeds"] == [0, 3, 4]
+    assert config.trained["seeds_by_dataset"] == {"python-packages": [3, 0, 4]}
+
+
+def test_seeds_by_dataset_names_a_trained_dataset_and_takes_seeds(tmp_path: Path, raw: dict[str, Any]) -> None:
+    message = _error_of(tmp_path, raw, lambda d: d.update(_trained(raw, seeds_by_dataset={"python-pakages": [1]})))
+    assert "grid.trained.seeds_by_dataset.python-pakages" in message and "Did you mean 'python-packages'?" in message
+    narrowed = _trained(raw, datasets=["python-stdlib"], seeds_by_dataset={"python-packages": [1, 2]})
+    message = _error_of(tmp_path, raw, lambda d: d.update(narrowed))
+    assert "dataset of grid.trained.datasets 'python-packages'" in message
+    negative = _trained(raw, seeds_by_dataset={"python-packages": [-1]})
+    assert "grid.trained.seeds_by_dataset.python-packages[0]" in _error_of(tmp_path, raw, lambda d: d.update(negative))
+
+
+def test_trained_datasets_narrow_the_trained_runs_only(tmp_path: Path, raw: dict[str, Any]) -> None:
+    config = load_config(_write(tmp_path, _trained(raw, datasets=["python-packages"]), "narrow.yaml"))
+    runs = config.runs()
+    assert {r.dataset for r in runs if r.inference == "zero_shot"} == {"python-stdlib", "python-packages"}
+    assert {r.dataset for r in runs if r.inference != "zero_shot"} == {"python-packages"}
+    assert [k.path for k in config.trainings()] == ["python-packages/no_comment/nbow/ce/0"]
+    assert config.trained["datasets"] == ["python-packages"]
+    assert load_config(PARAMS).trained["datasets"] == load_config(PARAMS).datasets  # default: all
+    bad = _trained(raw, datasets=["python-stdlb"])
+    message = _error_of(tmp_path, raw, lambda d: d.update(bad))
+    assert "grid.trained.datasets[0]" in message and "Did you mean 'python-stdlib'?" in message
+
+
+def test_no_comment_is_needed_only_by_not_confused_runs(tmp_path: Path, raw: dict[str, Any]) -> None:
+    data = _trained(raw, attacks=["none"])
+    data["robustness"]["attacks"] = ["none"]  # the robustness attacks must be trained on too
+    config = load_config(_write(tmp_path, data, "none.yaml"))
+    assert {k.attack for k in config.trainings()} == {"none"}
+
+    def not_confused(d: dict[str, Any]) -> None:
+        d.update(_trained(raw, attacks=["none"], inference=["not_confused"]))
+        d["robustness"]["attacks"] = ["none"]
+
+    assert "need 'no_comment' in grid.trained.attacks" in _error_of(tmp_path, raw, not_confused)
+
+
+def test_dvc_limitations_name_what_dvc_yaml_cannot_run(tmp_path: Path, raw: dict[str, Any]) -> None:
+    assert dvc_limitations(load_config(PARAMS)) == []
+    data = _trained(raw, datasets=["python-packages"], attacks=["none"], seeds_by_dataset={"python-packages": [0, 1]})
+    data["robustness"]["attacks"] = ["none"]
+    notes = dvc_limitations(load_config(_write(tmp_path, data, "snakemake-only.yaml")))
+    assert [note.split(" ", 1)[0] for note in notes] == [
+        "grid.trained.datasets",
+        "grid.trained.seeds_by_dataset",
+        "grid.trained.attacks",
+    ]
+    assert "would also train on python-stdlib" in notes[0] and "python-packages: 0, 1" in notes[1]
+
+
+def test_merged_yaml_is_the_overlay_as_one_valid_config(tmp_path: Path) -> None:
+    config = load_config([PARAMS, TINY])
+    text = merged_yaml(config)
+    assert text.startswith(f"# csbench experiment config: {PARAMS} + {TINY}, merged")
+    merged = load_config(_write(tmp_path, yaml.safe_load(text), "merged.yaml"))
+    assert merged.raw == config.raw and [r.path for r in merged.runs()] == [r.path for r in config.runs()]
+
+
+def test_cli_merge_writes_over_its_own_input_atomically(tmp_path: Path, capsys) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(PARAMS.read_text())
+    assert main(["merge", "--config", str(params), "--config", str(TINY), "--output", str(params)]) == 0
+    assert load_config(params).raw == load_config([PARAMS, TINY]).raw
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # no temporary file left
+    assert main(["merge", "--config", str(PARAMS)]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == load_config(PARAMS).raw
+
+
+def test_cli_merge_refuses_what_dvc_cannot_run_unless_forced(tmp_path: Path, raw: dict[str, Any], capsys) -> None:
+    study = _write(tmp_path, _trained(raw, seeds_by_dataset={"python-packages": [0, 1]}), "study.yaml")
+    out = tmp_path / "merged.yaml"
+    assert main(["merge", "--config", str(study), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("csbench merge: error: ") and "grid.trained.seeds_by_dataset" in err and "--force" in err
+    assert not out.exists()
+    assert main(["merge", "--config", str(study), "--output", str(out), "--force"]) == 0
+    assert load_config(out).seeds_for("python-packages") == [0, 1]

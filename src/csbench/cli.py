@@ -669,6 +669,29 @@ def stability_records(config, robustness_files: dict[str, Path]) -> dict[str, di
     return records
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Merge config files (a study overlaid on params.yaml) into one validated YAML document: the
+    params.yaml of that study under `dvc repro`, which has no overlays. Written atomically, so
+    ``--output params.yaml`` may be one of the inputs."""
+    from csbench.config import dvc_limitations, merged_yaml
+
+    config = _config(args)
+    notes = dvc_limitations(config)
+    if notes and not args.force:
+        raise ConfigError(
+            f"{'+'.join(config.sources)}: dvc.yaml cannot run this study as snakemake does: {'; '.join(notes)}. "
+            "Run it with `snakemake --configfile`, or pass --force to write the merged file anyway"
+        )
+    for note in notes:
+        log.warning("not expressible in dvc.yaml: %s", note)
+    text = merged_yaml(config)
+    if args.output:
+        write_text(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="csbench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"csbench {__version__}")
@@ -683,6 +706,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("runs", help="list the run paths the config asks for")
     _add_config(p)
     p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("merge", help="merge config files (a study over params.yaml) into one, for dvc repro")
+    _add_config(p)
+    p.add_argument("--output", metavar="FILE", help="write there, atomically (default: stdout)")
+    p.add_argument("--force", action="store_true", help="write even what dvc.yaml cannot run as snakemake does")
+    p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("download", help="fetch and verify a release into data/raw/ (or check files put there)")
     _add_config(p)

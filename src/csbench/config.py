@@ -175,14 +175,32 @@ class Config:
 
     @property
     def trained(self) -> dict[str, Any]:
-        """``grid.trained`` with its defaults: models trained or fine-tuned, the attacks they are
-        trained and evaluated on (default: every attack of the grid), losses, seeds, inference."""
+        """``grid.trained`` with its defaults: models trained or fine-tuned, the datasets and attacks
+        they are trained and evaluated on (default: every dataset and attack of the grid), losses,
+        seeds, inference, and ``seeds_by_dataset`` (a dataset's own seeds instead of ``seeds``).
+
+        ``seeds`` is every seed some dataset trains with: ``grid.trained.seeds`` followed by the
+        others of ``seeds_by_dataset`` (what ``csbench train --seed`` accepts); one dataset's seeds
+        are :meth:`seeds_for`."""
         given = self.raw["grid"].get("trained") or {}
-        return {
+        trained = {
             "models": list(given.get("models", [])),
+            "datasets": list(given.get("datasets", self.datasets)),
             "attacks": list(given.get("attacks", self.attacks)),
             **{k: list(given.get(k, v)) for k, v in TRAINED_DEFAULTS.items()},
+            "seeds_by_dataset": {d: list(s) for d, s in (given.get("seeds_by_dataset") or {}).items()},
         }
+        for seeds in trained["seeds_by_dataset"].values():
+            trained["seeds"] += [s for s in seeds if s not in trained["seeds"]]
+        return trained
+
+    def seeds_for(self, dataset: str) -> list[int]:
+        """The seeds trained models use on ``dataset``: ``grid.trained.seeds_by_dataset.<dataset>``
+        where given (COBE V-E: ten seeds on Ruby only), else ``grid.trained.seeds``."""
+        given = self.raw["grid"].get("trained") or {}
+        by_dataset = given.get("seeds_by_dataset") or {}
+        seeds = by_dataset[dataset] if dataset in by_dataset else given.get("seeds", TRAINED_DEFAULTS["seeds"])
+        return [int(s) for s in seeds]
 
     def training_params(self, model: str) -> dict[str, Any]:
         """The training regime of ``model``: ``training`` overlaid with ``models.<model>.training``."""
@@ -244,12 +262,13 @@ class Config:
         then the runs of each trained model (loss x seed x inference)."""
         runs = [RunKey(d, a, m) for d in self.datasets for a in self.attacks for m in self.models]
         trained = self.trained
-        for d in self.datasets:
+        for d in trained["datasets"] if trained["models"] else []:
+            seeds = self.seeds_for(d)
             for a in trained["attacks"]:
                 for m in trained["models"]:
                     for loss in trained["losses"]:
-                        for seed in trained["seeds"]:
-                            runs += [RunKey(d, a, m, loss, int(seed), i) for i in trained["inference"]]
+                        for seed in seeds:
+                            runs += [RunKey(d, a, m, loss, seed, i) for i in trained["inference"]]
         return runs
 
     @property
@@ -263,13 +282,13 @@ class Config:
 
     def stability_groups(self) -> list[tuple[StabilityKey, list[RunKey]]]:
         """Seed stability (COBE V-E): every trained configuration of the grid with its runs, one per
-        seed; none when ``grid.trained.seeds`` has fewer than two seeds."""
+        seed; none on a dataset trained with fewer than two seeds (:meth:`seeds_for`)."""
         trained = self.trained
-        seeds = [int(s) for s in trained["seeds"]]
-        if len(seeds) < 2:
-            return []
         groups = []
-        for d in self.datasets:
+        for d in trained["datasets"] if trained["models"] else []:
+            seeds = self.seeds_for(d)
+            if len(seeds) < 2:
+                continue
             for a in trained["attacks"]:
                 for m in trained["models"]:
                     for loss in trained["losses"]:
@@ -463,10 +482,28 @@ def _check_models(config: Config) -> None:
             f"evaluation.protocols: cross-encoders ({', '.join(cross)}) score pairs and are evaluated under "
             "gecs-100 and matching only: add one of them"
         )
+    for i, dataset in enumerate(trained["datasets"] if trained["models"] else []):
+        if dataset not in config.datasets:
+            where = f"grid.trained.datasets[{i}]"
+            raise UnknownNameError("dataset of grid.datasets", dataset, config.datasets, where=where)
+    for dataset in trained["seeds_by_dataset"] if trained["models"] else []:
+        if dataset not in trained["datasets"]:  # its seeds would train nothing: a misspelt or forgotten name
+            raise UnknownNameError(
+                "dataset of grid.trained.datasets",
+                dataset,
+                trained["datasets"],
+                where=f"grid.trained.seeds_by_dataset.{dataset}",
+            )
     for i, attack in enumerate(trained["attacks"] if trained["models"] else []):
         if attack not in config.attacks:
             raise ValueError(f"grid.trained.attacks[{i}]: {attack!r} is not in grid.attacks")
-    if trained["models"] and NOT_CONFUSED_TRAIN_ATTACK not in trained["attacks"]:
+    # Only not_confused runs read the no_comment model; a confused-only study (GeCS fine-tunes on the code
+    # as released) may leave it out, and then runs under snakemake only (see dvc_limitations).
+    if (
+        trained["models"]
+        and "not_confused" in trained["inference"]
+        and NOT_CONFUSED_TRAIN_ATTACK not in trained["attacks"]
+    ):
         raise ValueError(
             f"grid.trained: trained models need {NOT_CONFUSED_TRAIN_ATTACK!r} in grid.trained.attacks (not_confused "
             "runs use the model trained on it, and dvc.yaml's trained stages depend on it)"
@@ -541,3 +578,48 @@ def check_sources(config: Config) -> None:
                 hint = DATASETS.get(name).setup_hint if name in DATASETS else ""
                 message = f"{'+'.join(config.sources)}: datasets.{name}.source: {err}" + (f"; {hint}" if hint else "")
                 raise ConfigError(message) from None
+
+
+# ------------------------------------------------------------------------------ studies under DVC
+
+
+def merged_yaml(config: Config) -> str:
+    """A loaded config (its files merged as snakemake merges ``--configfile`` overlays: later files
+    override earlier ones key by key, lists replace; then validated) as one YAML document. DVC has no
+    overlays: this is the ``params.yaml`` that runs a study of ``workflow/configs/`` under ``dvc repro``
+    (see :func:`dvc_limitations` for what it cannot run)."""
+    header = (
+        f"# csbench experiment config: {' + '.join(config.sources)}, merged and validated by `csbench merge`.\n"
+        "# Edit the source files and merge again; comments live there.\n"
+    )
+    return header + yaml.safe_dump(config.raw, sort_keys=False, allow_unicode=True, width=110)
+
+
+def dvc_limitations(config: Config) -> list[str]:
+    """What ``dvc repro`` cannot run as snakemake does for this config: dvc.yaml's ``matrix``
+    stages are products of the ``grid.*`` and ``robustness.*`` lists as written, so a per-dataset
+    narrowing or override of the grid has no DVC equivalent (one message per feature)."""
+    notes = []
+    trained = config.trained
+    if trained["models"] and trained["datasets"] != config.datasets:
+        notes.append(
+            f"grid.trained.datasets ({', '.join(trained['datasets'])}): dvc.yaml's train / index-trained / "
+            f"evaluate-trained stages iterate grid.datasets, so dvc repro would also train on "
+            f"{', '.join(d for d in config.datasets if d not in trained['datasets'])}"
+        )
+    if trained["models"] and trained["seeds_by_dataset"]:
+        given = (config.raw["grid"].get("trained") or {}).get("seeds", TRAINED_DEFAULTS["seeds"])
+        notes.append(
+            "grid.trained.seeds_by_dataset ("
+            + "; ".join(f"{d}: {', '.join(map(str, s))}" for d, s in trained["seeds_by_dataset"].items())
+            + f"): dvc.yaml's trained stages iterate grid.trained.seeds ({', '.join(map(str, given))}) on every "
+            "dataset, so dvc repro would run other seeds there and aggregate would miss the runs of the others"
+        )
+    if trained["models"] and NOT_CONFUSED_TRAIN_ATTACK not in trained["attacks"]:
+        notes.append(
+            f"grid.trained.attacks ({', '.join(trained['attacks'])}) without {NOT_CONFUSED_TRAIN_ATTACK!r}: dvc.yaml's "
+            "index-trained and evaluate-trained stages depend on the no_comment checkpoint of every trained run"
+        )
+    outside = config.robustness_outside_grid()
+    notes += [f"{note} (dvc.yaml's matrices read the robustness lists as they are)" for note in outside]
+    return notes
