@@ -552,3 +552,32 @@ def test_cli_merge_refuses_what_dvc_cannot_run_unless_forced(tmp_path: Path, raw
     assert not out.exists()
     assert main(["merge", "--config", str(study), "--output", str(out), "--force"]) == 0
     assert load_config(out).seeds_for("python-packages") == [0, 1]
+
+
+def test_validating_a_config_never_imports_torch() -> None:
+    """Every pipeline job validates the config first: learning which parameters a model takes or
+    which perturbations exist must not import torch (nlpaug imports it), some 3 s a job."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from csbench.config import load_config\n"
+        f"for overlay in {[str(p) for p in sorted((PARAMS.parent / 'workflow/configs').glob('*.yaml'))]!r}:\n"
+        f"    load_config([{str(PARAMS)!r}, overlay])\n"
+        "print(sorted(m for m in ('torch', 'nlpaug', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_registered_hf_model_takes_every_hf_parameter(tmp_path: Path, raw: dict[str, Any]) -> None:
+    data = copy.deepcopy(raw)
+    data["grid"]["trained"] = {"models": ["codebert"], "attacks": ["no_comment"], "seeds": [0]}
+    data["models"]["codebert"] = {"projection_dim": 768, "pooling": "mean"}  # COBE's linear layer
+    config = load_config(_write(tmp_path, data, "cobe-like.yaml"))
+    assert config.model_params("codebert")["projection_dim"] == 768
+    data["models"]["codebert"] = {"projection_dims": 768}
+    with pytest.raises(ConfigError, match="projection_dim"):
+        load_config(_write(tmp_path, data, "typo.yaml"))

@@ -584,8 +584,21 @@ def test_matching_through_evaluate_pool_uses_the_validation_threshold() -> None:
     lines = outcome.lines()
     assert lines[0] == "t0\tt0\t1\t1.000000\t1"
     assert sum(line.endswith("\t0\t0.000000\t0") for line in lines) == 30
-    with pytest.raises(ValueError, match="validation split"):
-        evaluate_pool(_TokenOverlap(), test, ["matching"], 5, "t", progress=False)
+    # a dataset without a validation split (GeCS's CodeSearchNet and StatCodeSearch sets): a
+    # bi-encoder's matching stays empty with a note, the ranking protocols run as usual
+    from csbench.evaluate.runner import NO_VALID_NOTE, build_index
+
+    for no_valid in (None, valid.iloc[:1]):
+        alone, _ = evaluate_pool(
+            _TokenOverlap(), test, ["matching", "full-corpus"], 5, "t", progress=False, valid=no_valid
+        )
+        assert alone["matching"].plan_note == NO_VALID_NOTE
+        assert alone["matching"].metrics() == {
+            "accuracy": None, "threshold": None, "valid_accuracy": None, "n_pairs": 0, "n_queries": 0
+        }  # fmt: skip
+        assert alone["matching"].lines() == []
+        assert alone["full-corpus"].ranks == outcomes["full-corpus"].ranks
+    assert list(build_index(_TokenOverlap, test, ["matching"]).retrievers) == ["test"]  # no valid pool to encode
 
 
 def test_gecs_100_through_evaluate_pool_equals_hand_ranks(evaluated: dict) -> None:

@@ -58,7 +58,7 @@ def test_study_validates_as_an_overlay_and_names_itself(name: str) -> None:
 
 
 def test_csn_six_languages_baselines_and_bm25_under_csn_1000() -> None:
-    from csbench.models.csn import CSN_DEFAULTS, CSN_TRAINING_DEFAULTS
+    from csbench.models.defaults import CSN_DEFAULTS, CSN_TRAINING_DEFAULTS
 
     config = study("csn")
     assert config.datasets == [f"csn-{lang}" for lang in CSN_LANGUAGES]  # the original release

@@ -290,12 +290,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     config = _config(args)
     key = TrainKey(args.dataset, args.attack, args.model, args.loss, args.seed)
     trained = config.trained
-    _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
+    _require(args.dataset, trained["datasets"], "dataset", "--dataset (not in grid.trained.datasets)")
     _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
     _require(args.model, trained["models"], "model", "--model (not in grid.trained.models)")
     _require(args.loss, trained["losses"], "loss", "--loss (not in grid.trained.losses)")
-    if args.seed not in [int(s) for s in trained["seeds"]]:
-        raise ValueError(f"--seed {args.seed} is not in grid.trained.seeds ({trained['seeds']})")
+    seeds = config.seeds_for(args.dataset)
+    if args.seed not in seeds:
+        raise ValueError(f"--seed {args.seed} is not among {args.dataset}'s seeds in grid.trained ({seeds})")
     spec = config.model_spec(key.model)
     folder = paths.attacked_dir(key.dataset, key.attack)
     files = paths.split_files(folder)

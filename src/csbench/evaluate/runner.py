@@ -134,12 +134,20 @@ def _plans(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | No
 POOL_KINDS = ("test", "codebase", "valid")
 
 
-def pool_kinds(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None) -> list[str]:
+def has_valid(valid: pd.DataFrame | None) -> bool:
+    """Whether a validation split can choose a matching threshold (2 records or more)."""
+    return valid is not None and len(valid) >= 2
+
+
+def pool_kinds(
+    pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None, valid: pd.DataFrame | None = None
+) -> list[str]:
     """The pools a model must index for ``protocols``: ``test``, ``codebase`` (a release's search
-    codebase) and ``valid`` (where a matching protocol chooses a bi-encoder's threshold)."""
+    codebase) and ``valid`` (where a matching protocol chooses a bi-encoder's threshold; only when
+    the dataset has a validation split: without one, a bi-encoder's matching stays empty)."""
     kinds = {kind for kind, _ in _plans(pool, protocols, codebase).values()}
     if matching_protocols(protocols):
-        kinds |= {"test", "valid"}
+        kinds |= {"test", "valid"} if has_valid(valid) else {"test"}
     return [kind for kind in POOL_KINDS if kind in kinds]
 
 
@@ -151,9 +159,7 @@ def build_index(
     valid: pd.DataFrame | None = None,
 ) -> PoolIndex:
     """Index each pool the protocols need with a new retriever from ``factory`` (one encoding each)."""
-    kinds = pool_kinds(pool, protocols, codebase)
-    if "valid" in kinds and (valid is None or len(valid) < 2):
-        raise ValueError("the matching protocol needs a validation split of 2 records or more to choose its threshold")
+    kinds = pool_kinds(pool, protocols, codebase, valid)
     frames = {"test": pool, "codebase": codebase, "valid": valid}
     t0 = time.perf_counter()
     retrievers, pool_ids = {}, {}
@@ -188,7 +194,7 @@ def evaluate_pool(
     if codebase is not None and len(codebase) > 0 and codebase_retriever is None:
         raise ValueError("a codebase needs its own retriever")
     given = {"test": retriever, "codebase": codebase_retriever, "valid": valid_retriever}
-    kinds = pool_kinds(pool, protocols, codebase)
+    kinds = pool_kinds(pool, protocols, codebase, valid)
     if "valid" in kinds and valid_retriever is None:
         raise ValueError("the matching protocol needs a retriever for the validation split")
     ordered = iter([given[kind] for kind in kinds])  # build_index asks in pool_kinds order
@@ -228,13 +234,11 @@ def search(
     matching protocol (its threshold chosen on ``valid``, the validation split)."""
     ids = pool["id"].tolist()
     plans = _plans(pool, protocols, codebase)
-    kinds = pool_kinds(pool, protocols, codebase)
+    kinds = pool_kinds(pool, protocols, codebase, valid)
     missing = set(kinds) - set(index.retrievers)
     if missing:
         raise ValueError(f"the index has no {', '.join(sorted(missing))} pool")
     matching = matching_protocols(protocols)
-    if matching and (valid is None or len(valid) < 2):
-        raise ValueError("the matching protocol needs the validation split (2 records or more)")
     queries = pool["query"].tolist() if queries is None else list(queries)
     if len(queries) != len(ids):
         raise ValueError(f"{len(queries)} queries for {len(ids)} test records")
@@ -328,6 +332,10 @@ def _row(cache: dict[str, np.ndarray], index: PoolIndex, kind: str, query: str) 
     return cache[kind]
 
 
+NO_VALID_NOTE = (
+    "no validation split to choose a bi-encoder's match threshold on: matching not evaluated "
+    "(a cross-encoder's head needs none)"
+)
 CROSS_NOTE = (
     "a cross-encoder scores (query, code) pairs: ranking every query against the whole pool would take "
     "one forward pass per pair, so only gecs-100 and matching evaluate it"
@@ -440,7 +448,7 @@ def _decide(
     pairs: MatchingPairs,
     scores: np.ndarray,
     ids: list[str],
-    valid: pd.DataFrame,
+    valid: pd.DataFrame | None,
 ) -> MatchingOutcome:
     """Match / no-match decisions of the test pairs, by the threshold that is most accurate on the
     validation split's pairs (built the same way)."""
@@ -448,6 +456,9 @@ def _decide(
     if getattr(index.retrievers["test"], "decides_matches", False):  # a cross-encoder's head decides
         threshold, valid_accuracy = None, None
         decisions = np.where(np.isnan(scores), False, scores > 0)
+    elif "valid" not in index.retrievers or not has_valid(valid):
+        empty = np.zeros(0)
+        return MatchingOutcome(name, NO_VALID_NOTE, [], [], empty.astype(int), empty, None, None, empty.astype(bool))
     else:
         valid_pairs = protocol.pairs(valid["id"].tolist())
         valid_scores = pair_scores_of(index.retrievers["valid"], valid["query"].tolist(), valid_pairs)

@@ -60,7 +60,7 @@ class ModelSpec:
 
 def _csn_defaults(architecture: str) -> Callable[[], dict[str, Any]]:
     def defaults() -> dict[str, Any]:
-        from csbench.models.csn import CSN_DEFAULTS
+        from csbench.models.defaults import CSN_DEFAULTS
 
         return {"family": "csn", **CSN_DEFAULTS[architecture]}
 
@@ -69,16 +69,16 @@ def _csn_defaults(architecture: str) -> Callable[[], dict[str, Any]]:
 
 def _hf_defaults(name: str) -> Callable[[], dict[str, Any]]:
     def defaults() -> dict[str, Any]:
-        from csbench.models.hf import HF_MODELS
+        from csbench.models.defaults import HF_DEFAULTS, HF_MODELS
 
-        return {"family": "hf", **HF_MODELS[name]}
+        return {"family": "hf", **HF_DEFAULTS, **HF_MODELS[name]}
 
     return defaults
 
 
 def _cross_defaults(name: str) -> Callable[[], dict[str, Any]]:
     def defaults() -> dict[str, Any]:
-        from csbench.models.cross import CROSS_DEFAULTS, CROSS_MODELS
+        from csbench.models.defaults import CROSS_DEFAULTS, CROSS_MODELS
 
         own = {k: v for k, v in CROSS_MODELS[name].items() if k != "training"}
         return {"family": "cross", **CROSS_DEFAULTS, **own}
@@ -88,7 +88,7 @@ def _cross_defaults(name: str) -> Callable[[], dict[str, Any]]:
 
 def hf_custom_defaults() -> dict[str, Any]:
     """The parameters of a config-defined Hugging Face model before its own (``model_id`` required)."""
-    from csbench.models.hf import HF_DEFAULTS
+    from csbench.models.defaults import HF_DEFAULTS
 
     return {"family": "hf", **HF_DEFAULTS}
 

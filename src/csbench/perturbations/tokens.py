@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 
-from nlpaug.util.text.tokenizer import Tokenizer as _NlpaugTokenizer
-
 # Same tokens as nlpaug's `[t for t in re.split(r"(\W)", text) if t.strip()]`.
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -50,6 +48,9 @@ class SpacedTokenizer:
     def detokenize(self, tokens: list[str]) -> str:
         self.augmented = list(tokens)
         if len(tokens) != len(self.gaps) - 1:
+            # imported here: nlpaug imports torch, which validating a config must not pay for
+            from nlpaug.util.text.tokenizer import Tokenizer as _NlpaugTokenizer
+
             return _NlpaugTokenizer.reverse_tokenizer(tokens)
         parts = [self.gaps[0]]
         for token, gap in zip(tokens, self.gaps[1:], strict=True):
