@@ -189,6 +189,31 @@ def test_dvc_runs_every_stage_of_the_tiny_study_once(dvc_first: dict) -> None:
     assert dvc_first["jobs"] == FULL_GRID
 
 
+def test_dvc_metrics_and_plots_show_the_study(dvc_first: dict) -> None:
+    """`dvc metrics show` gives every run's scores as in summary.csv; `dvc plots show --json` the
+    robustness curves' points (the ratio-taking perturbations: case at 0 and 0.3 per run)."""
+    project = dvc_first["project"]
+    shown = _run([str(BIN / "dvc"), "metrics", "show", "--json"], project)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    metrics = json.loads(shown.stdout)[""]["data"]["results/metrics.json"]["data"]
+    rows = summary_rows(project)
+    keys = ("dataset", "attack", "model", "loss", "seed", "inference")
+    assert rows and {"/".join(r[k] for k in keys) for r in rows} == set(metrics)
+    for row in rows:
+        if row["mrr"]:
+            run = metrics["/".join(row[k] for k in keys)]
+            assert run[row["protocol"]]["mrr"] == pytest.approx(float(row["mrr"]))
+    robust = [run for run, values in metrics.items() if "robustness" in values]
+    assert len(robust) == 3 and all(0 < metrics[r]["robustness"]["macro_ir_auc"] <= 1 for r in robust)
+    plots = _run([str(BIN / "dvc"), "plots", "show", "--json"], project)
+    assert plots.returncode == 0, plots.stderr[-2000:]
+    (plot,) = json.loads(plots.stdout)["data"]["results/robustness_curves.csv"]
+    values = plot["content"]["data"]["values"]
+    assert sorted((v["run_id"], v["perturbation"], float(v["ratio"])) for v in values) == sorted(
+        (run, "case", ratio) for run in robust for ratio in (0.0, 0.3)
+    )
+
+
 def test_tiny_study_reports_real_mrrs_for_both_attacks(snakemake_first: dict) -> None:
     rows = {(r["attack"], r["protocol"]): r for r in summary_rows(snakemake_first["project"]) if r["model"] == "bm25"}
     assert set(rows) == {(a, p) for a in TINY_ATTACKS for p in ("full-corpus", "csn-1000")}

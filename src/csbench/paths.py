@@ -21,7 +21,7 @@ PERTURBED = "data/perturbed/{dataset}/{perturbation}/{ratio}/queries.parquet"
 INDEX = "results/index/{run}/index.pkl"
 ROBUST_POINT = "results/robustness/{run}/points/{perturbation}/{ratio}.json"
 ROBUSTNESS = "results/robustness/{run}"  # robustness.json and robustness.png
-SUMMARY_FILES = ("summary.md", "summary.csv", "results.db")
+SUMMARY_FILES = ("summary.md", "summary.csv", "results.db", "metrics.json", "robustness_curves.csv")
 STABILITY = "results/stability"  # index.json, and <group>/{stability.json, heatmap.png} per configuration
 CHECKPOINT = "checkpoints/{train}"  # best/ (the encoder), train.json; state/ while training
 

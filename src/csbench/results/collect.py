@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csbench.io import atomic_path, write_text
+from csbench.io import atomic_path, write_json, write_text
 
 SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "accuracy")
 BASELINE_ATTACK = "no_comment"  # every other attack is compared with it (thesis section 3.3.1)
@@ -467,4 +467,39 @@ def aggregate(
     with atomic_path(out_dir / "summary.csv") as tmp:
         table.to_csv(tmp, index=False)
     write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records, stability))
+    write_json(out_dir / METRICS_FILE, dvc_metrics(scores, records))
+    with atomic_path(out_dir / CURVES_FILE) as tmp:
+        curves_frame(records).to_csv(tmp, index=False)
     return table
+
+
+METRICS_FILE = "metrics.json"  # `dvc metrics show` (dvc.yaml: aggregate's metrics)
+CURVES_FILE = "robustness_curves.csv"  # `dvc plots show` (dvc.yaml: aggregate's plots)
+CURVE_COLUMNS = ("run_id", "perturbation", "ratio", "mrr")
+
+
+def dvc_metrics(scores: pd.DataFrame, records: dict[str, dict]) -> dict[str, dict]:
+    """The headline numbers as DVC metrics: ``{run: {protocol: {metric: value}}}`` for every score
+    with a value, and ``{run: {"robustness": {"macro_ir_auc": .., "micro_ir_auc": ..}}}``."""
+    out: dict[str, dict] = {}
+    for row in scores.to_dict("records") if len(scores) else []:
+        value = row["value"]
+        if value is None or (isinstance(value, float) and value != value):
+            continue
+        out.setdefault(row["run_id"], {}).setdefault(row["protocol"], {})[row["metric"]] = value
+    for run_path, record in records.items():
+        summary = record["summary"]
+        out.setdefault(run_path, {})["robustness"] = {
+            k: summary[k] for k in ("macro_ir_auc", "micro_ir_auc") if summary.get(k) is not None
+        }
+    return out
+
+
+def curves_frame(records: dict[str, dict]) -> pd.DataFrame:
+    """Every point of every robustness curve (run, perturbation, ratio, MRR): DVC's plot data. The
+    fixed perturbations (``question``) have no noise ratio and are left out, as is the robust MRR."""
+    points, _ = robustness_frames(records)
+    if points.empty:
+        return pd.DataFrame(columns=list(CURVE_COLUMNS))
+    fixed = {name for record in records.values() for name in record.get("fixed", [])} | {"*"}
+    return points.loc[~points["perturbation"].isin(fixed), list(CURVE_COLUMNS)].reset_index(drop=True)
