@@ -72,3 +72,10 @@ wildcard_constraints:
 def tracked(*keys):
     """The config sub-tree a job reads, as JSON: a change to it (and only to it) reruns the job."""
     return json.dumps(CFG.section(*keys), sort_keys=True)
+
+
+def ratios_read(wildcards):
+    """The ratios a perturb job applies its perturbation at: a fixed one (question) ignores
+    robustness.ratios, so adding a ratio does not re-run it."""
+    fixed = wildcards.perturbation in CFG.robustness.get("fixed", [])
+    return "" if fixed else tracked("robustness", "ratios")

@@ -6,12 +6,6 @@ POINTS = CFG.perturbation_points()
 PERTURBED = sorted({p for p, _ in POINTS})
 
 
-def _ratios_read(wildcards):
-    """The ratios a perturbation is applied at: a fixed one (question) ignores robustness.ratios."""
-    fixed = wildcards.perturbation in CFG.robustness.get("fixed", [])
-    return "" if fixed else tracked("robustness", "ratios")
-
-
 rule perturb:
     input:
         test="data/prepared/{dataset}/test.parquet",
@@ -22,7 +16,7 @@ rule perturb:
         configs=CONFIG_ARGS,
         code=paths.code_digest("perturb"),
         seed=tracked("robustness", "seed"),
-        ratios=_ratios_read,
+        ratios=ratios_read,
     log:
         "logs/perturb/{dataset}/{perturbation}.log",
     conda:
