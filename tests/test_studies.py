@@ -9,16 +9,14 @@ cannot be downloaded here, which a dry run does not need. The DVC route (a param
 from __future__ import annotations
 
 import collections
-import os
 import re
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_drivers import BIN, _copy_project, _env
 
 from csbench.config import Config, dvc_limitations, load_config
 from csbench.evaluate.metrics import rank_metrics
@@ -28,10 +26,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PARAMS = PROJECT_ROOT / "params.yaml"
 CONFIGS = PROJECT_ROOT / "workflow" / "configs"
 STUDIES = ("csn", "cobe", "thesis", "gecs")
-BIN = Path(sys.executable).parent
 CSN_LANGUAGES = ("go", "java", "javascript", "php", "python", "ruby")
-# What a dry run needs: the drivers and the rules (csbench itself is the installed package).
-PROJECT_FILES = ("Snakefile", "params.yaml", "dvc.yaml", ".dvcignore", ".gitignore", "workflow")
 # A dry run only catches a pathological slowdown here (the thesis grid plans ~1,800 jobs in about
 # 15 s on a loaded 2-core machine): "seconds, not minutes".
 DRY_RUN_LIMIT_S = 120
@@ -214,25 +209,6 @@ def job_stats(output: str) -> collections.Counter[str]:
     table = output.split("Job stats:", 1)[1].split("total", 1)[0]
     rows = re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.MULTILINE)
     return collections.Counter({rule: int(n) for rule, n in rows if rule not in ("all", "job")})
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.update(DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
-    return env
-
-
-def _copy_project(dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    for name in PROJECT_FILES:
-        src = PROJECT_ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dest / name)
-    os.symlink("workflow/profiles", dest / "profiles")
-    return dest
 
 
 @pytest.fixture(scope="module")
