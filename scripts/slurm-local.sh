@@ -36,8 +36,7 @@ TIMEOUT=${SLURM_LOCAL_TIMEOUT:-90}  # seconds to wait for a daemon to come up or
 case "$DIR" in /*) ;; *) DIR="$(pwd)/$DIR" ;; esac
 CONF_DIR=$DIR/etc
 export SLURM_CONF=$CONF_DIR/slurm.conf
-# Marks every daemon of this cluster (and the slurmstepd processes slurmd forks), so `stop` finds
-# them and their jobs by this value and nothing else.
+# Marks every daemon of this cluster, so `stop` finds them (and their jobs) by this value.
 export CSBENCH_SLURM_LOCAL=$DIR
 
 say() { printf 'slurm-local: %s\n' "$*" >&2; }
@@ -46,7 +45,7 @@ die() { say "$*"; exit 1; }
 need() {
   local missing=() bin
   for bin in "$@"; do command -v "$bin" >/dev/null 2>&1 || missing+=("$bin"); done
-  [ ${#missing[@]} -eq 0 ] || die "missing ${missing[*]}: install slurmctld slurmd slurm-client slurmdbd munge mariadb-server (scripts/setup.sh does)"
+  [ ${#missing[@]} -eq 0 ] || die "missing ${missing[*]}: apt-get install slurm-wlm slurmdbd munge mariadb-server"
 }
 
 # --- processes --------------------------------------------------------------------------------
@@ -69,16 +68,24 @@ pid_of() {  # the live pid recorded in a pid file, or nothing
 
 running() { pid_of "$DIR/run/$1.pid" >/dev/null; }
 
-marked_pids() {  # every process carrying this cluster's marker, and all their descendants
+ours() {  # ours PID: a daemon of this cluster (the marker), or a slurmstepd of its slurmd (which
+  # rewrites its environment for its process title, but runs in DIR/log)
+  { tr '\0' '\n' <"/proc/$1/environ"; } 2>/dev/null | grep -qxF "CSBENCH_SLURM_LOCAL=$DIR" && return 0
+  [ "$(cat "/proc/$1/comm" 2>/dev/null)" = slurmstepd ] || return 1
+  case "$(readlink "/proc/$1/cwd" 2>/dev/null)" in "$DIR"/*) return 0 ;; esac
+  return 1
+}
+
+marked_pids() {  # every process of this cluster (see ours), and all their descendants: the jobs
   local proc pid marked=() all
   for proc in /proc/[0-9]*; do
     pid=${proc#/proc/}
     # not this script, nor the subshell running this function (both carry the marker)
     [ "$pid" = "$$" ] || [ "$pid" = "$BASHPID" ] && continue
-    { tr '\0' '\n' <"$proc/environ"; } 2>/dev/null | grep -qxF "CSBENCH_SLURM_LOCAL=$DIR" && marked+=("$pid")
+    ours "$pid" && marked+=("$pid")
   done
   [ ${#marked[@]} -eq 0 ] && return 0
-  # descendants: the job processes (their environment is the submitter's, not the marker)
+  # descendants: the job processes (their environment is the submitter's)
   all=" ${marked[*]} "
   local changed=1 ppid
   while [ $changed -eq 1 ]; do

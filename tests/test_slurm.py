@@ -1,7 +1,7 @@
 """The tiny study through the SLURM profile on a real single-node SLURM (scripts/slurm-local.sh).
 
-Deselected by default (it takes about 20 minutes on a 2-core machine: the local reference run, the
-run through SLURM, and a run whose controller is killed); run it with
+Deselected by default (14 minutes on the 2-core development machine, busy with other work: the
+local reference run, the run through SLURM, and a run whose controller is killed); run it with
 
     python -m pytest -m slurm tests/test_slurm.py
 
@@ -10,7 +10,8 @@ binaries are missing, when not root, or when the cluster cannot start), runs the
 and through `--workflow-profile workflow/profiles/slurm` (the copy's profile given the local
 partition and account), and checks that both write the same files, that sacct lists every job the
 run submitted, and that a run whose slurmctld is killed mid-run finishes, after the controller is
-started again, by running the same command again. The cluster is stopped at the end.
+started again, by running the same command again. Every run is a copy of one snapshot of the
+project, csbench included. The cluster is stopped at the end.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ PROFILE = "workflow/profiles/slurm"
 PARTITION = "debug"  # what slurm-local.sh creates
 ACCOUNT = "csbench"
 NEEDED = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sbatch", "sacct", "squeue")
-# The plugin checks a job's status 40 s after submission, then every 40 + 10·k s; on a real cluster
-# that spares slurmdbd, on this one it would triple the run time. The test asks for 5 s.
+# The plugin checks a job's status 40 s after submission, then every 40 + 10·k s until one ends; on a
+# real cluster that spares slurmdbd, here it made the tiny study take 405 s instead of 317 s. The
+# test asks for 5 s.
 FIRST_STATUS_CHECK = "5"
 
 
@@ -92,7 +94,7 @@ def _free_port_base(count: int = 4) -> int:
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One copy of the project taken now. Every run here is a copy of it and imports csbench from
-    its src/, so an edit of the checkout during these 20 minutes cannot make the runs differ."""
+    its src/, so an edit of the checkout during the test cannot make the runs differ."""
     return _copy_project(tmp_path_factory.mktemp("source"))
 
 
@@ -208,7 +210,8 @@ def slurm_run(source: Path, cluster: Cluster, tmp_path_factory: pytest.TempPathF
     }
 
 
-def test_tiny_study_through_slurm_writes_the_files_of_the_local_run(local_run: dict, slurm_run: dict) -> None:
+# (the cluster fixtures first: a machine without SLURM skips at once, before the local run)
+def test_tiny_study_through_slurm_writes_the_files_of_the_local_run(slurm_run: dict, local_run: dict) -> None:
     ours, theirs = slurm_run["files"], local_run["files"]
     assert len(theirs) >= 15
     assert sorted(ours) == sorted(theirs)
@@ -241,7 +244,7 @@ def test_jobs_went_through_slurm_grouped_and_sacct_lists_them(slurm_run: dict, c
 
 
 def test_killed_controller_run_finishes_when_run_again(
-    source: Path, local_run: dict, cluster: Cluster, tmp_path: Path
+    source: Path, cluster: Cluster, local_run: dict, tmp_path: Path
 ) -> None:
     """slurmctld is SIGKILLed while a job runs; it is started again (recovering its state) and the
     same command is run again, with nothing cleaned by hand. BM25 alone: the controller is the
