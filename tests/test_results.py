@@ -232,18 +232,11 @@ def test_collect_long_table_shape(two_runs) -> None:
     assert json.loads(runs["inputs_sha256"][0]) == {"data/attacked/python-stdlib/none/test.parquet": "cd" * 32}
 
 
-def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -> None:
-    """The real run records of `csbench evaluate` aggregate (guards the shape written above)."""
-    monkeypatch.chdir(tmp_path)
-    raw = yaml.safe_load(PARAMS.read_text(encoding="utf-8"))
-    raw["grid"]["datasets"] = ["python-stdlib"]  # two runs: python-stdlib x {none, no_comment} x bm25
-    raw["grid"]["attacks"] = ["none", "no_comment"]
-    raw["grid"]["trained"]["models"] = []  # zero-shot runs only
-    config = tmp_path / "params.yaml"
-    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+def toy_pool(n: int = 40) -> pd.DataFrame:
+    """``n`` documented Python functions whose queries share words with their code (BM25 finds most)."""
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]
     records = []
-    for k in range(40):
+    for k in range(n):
         a, b = words[k % 8], words[(k // 8) % 5]
         records.append(
             {
@@ -254,7 +247,19 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
                 "language": "python",
             }
         )
-    pool = pd.DataFrame(records)
+    return pd.DataFrame(records)
+
+
+def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -> None:
+    """The real run records of `csbench evaluate` aggregate (guards the shape written above)."""
+    monkeypatch.chdir(tmp_path)
+    raw = yaml.safe_load(PARAMS.read_text(encoding="utf-8"))
+    raw["grid"]["datasets"] = ["python-stdlib"]  # two runs: python-stdlib x {none, no_comment} x bm25
+    raw["grid"]["attacks"] = ["none", "no_comment"]
+    raw["grid"]["trained"]["models"] = []  # zero-shot runs only
+    config = tmp_path / "params.yaml"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    pool = toy_pool()
     for attack in ("none", "no_comment"):
         target = tmp_path / "data" / "attacked" / "python-stdlib" / attack
         target.mkdir(parents=True)

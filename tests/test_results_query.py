@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from test_results import toy_pool
 
 from csbench import __version__
 from csbench.cli import main
@@ -32,23 +33,6 @@ ROBUST_RUN = f"{DATASET}/no_comment/bm25/none/0/zero_shot"
 ORDER = "study, dataset, language, attack, model, loss, seed, inference, protocol, perturbation, ratio, metric"
 
 
-def _pool(n: int = 40) -> pd.DataFrame:
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]
-    records = []
-    for k in range(n):
-        a, b = words[k % 8], words[(k // 8) % 5]
-        records.append(
-            {
-                "id": f"mod{k}.py::{a}_{b}_{k}",
-                "query": f"Compute the {a} {b} value number {k}.",
-                "code": f"def {a}_{b}_{k}(x):\n    # {a} {b}\n    return x + {k}\n",
-                "func_name": f"mod{k}.{a}_{b}_{k}",
-                "language": "python",
-            }
-        )
-    return pd.DataFrame(records)
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A project folder after a real (tiny) study: two clean runs, one with robustness curves."""
@@ -66,7 +50,7 @@ def project(tmp_path_factory) -> Path:
     )
     config = root / "params.yaml"
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    pool = _pool()
+    pool = toy_pool()
     prepared = pool.assign(repo="r", path="p.py", url=pool["id"], split="test", docstring=pool["query"])
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
