@@ -75,17 +75,31 @@ def test_repo_params_validates(raw) -> None:
     assert {"k_shift_dataset-3", "k_shift_dataset-64", "k_shift_snippet-3", "k_shift_snippet-64"} <= set(config.attacks)
     assert config.attack_params("k_shift_snippet-64") == {"k_shift_snippet": {"k": 64}}
     assert config.attack_params("random_permutation") == {"random_permutation": {"seed": 0, "min_k": 1, "max_k": 20}}
-    assert config.models == raw["grid"]["models"] == ["bm25"]
-    assert config.protocols == ["full-corpus", "csn-1000"]
+    # The offline study #8 asks for: BM25, the pretrained MiniLM, a from-scratch baseline with 2+
+    # seeds, both inference types, every query perturbation.
+    assert config.models == raw["grid"]["models"] == ["bm25", "minilm"]
+    assert config.protocols == ["full-corpus"]
     trained = config.trained
-    assert trained["models"] == ["nbow"] and trained["attacks"] == ["no_comment"]  # seed stability (COBE V-E)
-    assert trained["losses"] == ["ce"] and trained["seeds"] == [0, 1, 2] and trained["inference"] == ["confused"]
+    assert trained["models"] == ["nbow"] and trained["attacks"] == ["no_comment", "ordered_id"]
+    assert trained["losses"] == ["ce"] and trained["seeds"] == [0, 1]
+    assert trained["inference"] == ["confused", "not_confused"]
+    assert set(config.robustness["perturbations"]) == {"case", "replace", "noise", "typo", "synonym", "swap"}
+    assert config.robustness["fixed"] == ["question"]
     assert [run.path for run in config.runs()] == [
         *(f"{d}/{a}/{m}/none/0/zero_shot" for d in config.datasets for a in config.attacks for m in config.models),
-        *(f"{d}/no_comment/nbow/ce/{seed}/confused" for d in config.datasets for seed in (0, 1, 2)),
+        *(
+            f"{d}/{a}/nbow/ce/{seed}/{inference}"
+            for d in config.datasets
+            for a in ("no_comment", "ordered_id")
+            for seed in (0, 1)
+            for inference in ("confused", "not_confused")
+        ),
     ]
     assert [key.path for key, _ in config.stability_groups()] == [
-        f"{d}/no_comment/nbow/ce/confused" for d in config.datasets
+        f"{d}/{a}/nbow/ce/{inference}"
+        for d in config.datasets
+        for a in ("no_comment", "ordered_id")
+        for inference in ("confused", "not_confused")
     ]
     assert config.model_params("bm25") == BM25Retriever.DEFAULTS
     check_sources(config)  # `stdlib` resolves to this interpreter's standard library
@@ -362,7 +376,7 @@ def test_cli_validate_good_config(raw, capsys) -> None:
     n_runs = len(grid["datasets"]) * len(grid["attacks"]) * len(grid["models"]) + len(grid["datasets"]) * len(
         trained["attacks"]
     ) * len(trained["models"]) * len(trained["losses"]) * len(trained["seeds"]) * len(trained["inference"])
-    assert n_runs == 2 * 12 + 2 * 3
+    assert n_runs == 12 * 2 + 2 * 2 * 2  # 12 attacks x (bm25, minilm); nbow: 2 attacks x 2 seeds x 2 inference types
     assert captured.out == f"{PARAMS}: valid; study 'default', {n_runs} run(s)\n"
     assert captured.err == ""
 
@@ -383,8 +397,8 @@ def test_cli_runs_prints_the_run_paths(capsys) -> None:
 
 def test_cli_runs_follows_the_grid(tmp_path, raw, capsys) -> None:
     data = copy.deepcopy(raw)
-    data["grid"].update(datasets=["python-stdlib"], attacks=["no_comment"])
-    data["grid"]["trained"].update(seeds=[1])
+    data["grid"].update(datasets=["python-stdlib"], attacks=["no_comment"], models=["bm25"])
+    data["grid"]["trained"].update(attacks=["no_comment"], seeds=[1], inference=["confused"])
     assert main(["runs", "--config", str(_write(tmp_path, data, "one.yaml"))]) == 0
     assert capsys.readouterr().out == (
         "python-stdlib/no_comment/bm25/none/0/zero_shot\npython-stdlib/no_comment/nbow/ce/1/confused\n"
@@ -444,7 +458,9 @@ def test_stability_groups_need_two_seeds_and_k_within_run_depth(tmp_path: Path, 
 
 
 def _trained(raw: dict[str, Any], **given: Any) -> dict[str, Any]:
+    """``raw`` with both local Python corpora in the grid and ``given`` as its trained grid."""
     data = copy.deepcopy(raw)
+    data["grid"]["datasets"] = ["python-stdlib", "python-packages"]
     data["grid"]["trained"] = {"models": ["nbow"], "attacks": ["no_comment"], "losses": ["ce"], "seeds": [0]} | given
     data["grid"]["trained"].setdefault("inference", ["confused"])
     return data

@@ -69,8 +69,12 @@ def test_default_study_points_are_the_cobe_grid():
     assert ratios == pytest.approx([0.05 * i for i in range(1, 11)])
     assert len(points) == 6 * 10 + 1 and ("question", 1.0) in points
     assert [run.path for run in config.robustness_runs()] == [
-        "python-packages/no_comment/bm25/none/0/zero_shot",
-        *(f"python-packages/no_comment/nbow/ce/{seed}/confused" for seed in (0, 1, 2)),
+        *(f"python-stdlib/no_comment/{model}/none/0/zero_shot" for model in ("bm25", "minilm")),
+        *(
+            f"python-stdlib/no_comment/nbow/ce/{seed}/{inference}"
+            for seed in (0, 1)
+            for inference in ("confused", "not_confused")
+        ),
     ]
 
 
