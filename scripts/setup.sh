@@ -11,10 +11,12 @@ PYTHON=${PYTHON:-python3}
 # System packages later phases need: WordNet for synonym perturbations (nltk reads its files),
 # apertium with the English→Spanish pair for the comment-translation attack, and real source
 # code in six more languages for the local multi-language corpus (workflow/configs/local-7lang.yaml).
+# chromium: only tests/test_report.py needs it (it opens the HTML report headless; skipped without it).
 APT_PACKAGES=(
   wordnet-base wordnet-sense-index apertium apertium-eng-spa
   golang-1.19-src openjdk-17-source libruby3.1 node-lodash node-express
   php-symfony-console php-monolog php-guzzlehttp-psr7 php-league-commonmark
+  chromium
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

@@ -30,4 +30,26 @@ if [ -d .snakemake/locks ] && [ -n "$(ls -A .snakemake/locks 2>/dev/null)" ]; th
   echo "csbench: removing the stale lock of a killed snakemake run" >&2
   "$SNAKEMAKE" --unlock --cores 1 >/dev/null
 fi
+
+# After a run, the HTML report of what it made (every table and figure, with captions): snakemake's
+# --report-after-run, as a user would type it (README). Not with a dry run, a report of its own, or
+# the commands that run no job; CSBENCH_REPORT=0 leaves it out.
+REPORT=${CSBENCH_REPORT_FILE:-results/report.html}
+builds_report() {
+  [ "${CSBENCH_REPORT:-1}" = 1 ] || return 1
+  local arg
+  for arg in "$@"; do
+    case "$arg" in
+      -n | --dry-run | --dryrun | --report | --report=* | --lint | --lint=* | --unlock | --touch | -t \
+        | --list* | -l | --summary | -S | --detailed-summary | -D | --dag | --dag=* | --rulegraph | --rulegraph=* \
+        | --filegraph | --cleanup-metadata | --cleanup-shadow | --delete-all-output | --delete-temp-output \
+        | --version | -v | --help | -h | --lc | --li | --lp)
+        return 1 ;;
+    esac
+  done
+}
+
+if builds_report "$@"; then
+  exec "$SNAKEMAKE" "$@" --report "$REPORT" --report-after-run
+fi
 exec "$SNAKEMAKE" "$@"

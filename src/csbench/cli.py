@@ -637,7 +637,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     cards = {name: paths.cards_dir(name) / "card.json" for name in config.datasets}
     robustness = {run.path: paths.robustness_dir(run.path) / "robustness.json" for run in config.robustness_runs()}
     stability = stability_records(config, robustness)
-    table = aggregate(run_dirs, Path(paths.RESULTS), config.study, cards, robustness, stability)
+    trainings = {key.path: paths.checkpoint_dir(key.path) / "train.json" for key in config.trainings()}
+    table = aggregate(run_dirs, Path(paths.RESULTS), config.study, cards, robustness, stability, trainings)
     log.info("aggregated %d runs (%d rows) into %s/summary.md", len(run_dirs), len(table), paths.RESULTS)
     return 0
 

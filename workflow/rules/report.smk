@@ -1,3 +1,21 @@
+# The results database, tables and figures of a study (issue #8), and what `snakemake --report` shows:
+#   snakemake --cores N --configfile <study> && snakemake --configfile <study> --report results/report.html
+# (`make run` does both). Outputs marked with report() go into the HTML report, under a category,
+# with the caption in workflow/report/ (jinja: it may read the config and the file's wildcards).
+import dataclasses
+
+from csbench.results.figures import FIGURES_DIR, TABLES_DIR, figure_specs
+
+
+report: "../report/workflow.rst"
+
+
+# Named by the config alone, so the figures' captions are known before the job runs; `aggregate`
+# draws the same list from the run records (csbench.results.figures.write_figures).
+FIGURE_SPECS = figure_specs(CFG.attacks, CFG.ranking_protocols, [t.path for t in CFG.trainings()])
+FIGURE_CATEGORIES = {"severity": "Attack severity (thesis Fig. 5.1)", "training": "Training (COBE Fig. 4)"}
+
+
 localrules:
     aggregate,
 
@@ -12,10 +30,34 @@ rule aggregate:
             for _, runs in STABILITY_GROUPS
             for run in runs
         ],
+        trainings=[f"{paths.checkpoint_dir(t.path)}/train.json" for t in CFG.trainings()],
     output:
         summary=expand("results/{name}", name=SUMMARY_FILES),
         stability=f"{paths.STABILITY}/index.json",
-        seed_records=[f"{paths.stability_dir(group.path)}/{name}" for group, _ in STABILITY_GROUPS for name in ("stability.json", "heatmap.png")],
+        seed_records=[f"{paths.stability_dir(group.path)}/stability.json" for group, _ in STABILITY_GROUPS],
+        heatmaps=[
+            report(
+                f"{paths.stability_dir(group.path)}/heatmap.png",
+                caption="../report/heatmap.rst",
+                category="Seed stability (COBE Fig. 5)",
+                labels=dataclasses.asdict(group),
+            )
+            for group, _ in STABILITY_GROUPS
+        ],
+        figures=report(
+            directory(f"{paths.RESULTS}/{FIGURES_DIR}"),
+            patterns=["{name}.png"],
+            caption="../report/figure.rst",
+            category=lambda w: FIGURE_CATEGORIES[w.name.split("/")[0]],
+            labels=lambda w: dict(zip(("figure", "of"), w.name.split("/", 1))),
+        ),
+        tables=report(
+            directory(f"{paths.RESULTS}/{TABLES_DIR}"),
+            patterns=["{name}.html"],
+            caption="../report/table.rst",
+            category="Tables",
+            labels=lambda wildcards: {"table": wildcards.name},
+        ),
     params:
         cli=CSBENCH,
         configs=CONFIG_ARGS,
@@ -23,6 +65,7 @@ rule aggregate:
         study=tracked("study"),
         stability=tracked("stability"),
         protocols=tracked("evaluation", "protocols"),
+        captions={spec.name: spec.caption for spec in FIGURE_SPECS},  # workflow/report/figure.rst
     log:
         "logs/aggregate.log",
     conda:

@@ -61,7 +61,13 @@ rule robustness:
         ],
     output:
         record="results/robustness/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/robustness.json",
-        plot="results/robustness/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/robustness.png",
+        plot=report(
+            "results/robustness/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/robustness.png",
+            caption="../report/robustness.rst",
+            category="Robustness (COBE Fig. 1)",
+            subcategory="{dataset} / {attack}",
+            labels={"model": "{model}", "loss": "{loss}", "seed": "{seed}", "inference": "{inference}"},
+        ),
     params:
         cli=CSBENCH,
         configs=CONFIG_ARGS,

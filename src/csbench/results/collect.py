@@ -448,6 +448,7 @@ def aggregate(
     cards: dict[str, Path] | None = None,
     robustness: dict[str, Path] | None = None,
     stability: dict[str, dict] | None = None,
+    trainings: dict[str, Path] | None = None,
 ) -> pd.DataFrame:
     records = {}
     for run_path, file in (robustness or {}).items():
@@ -470,6 +471,13 @@ def aggregate(
     write_json(out_dir / METRICS_FILE, dvc_metrics(scores, records))
     with atomic_path(out_dir / CURVES_FILE) as tmp:
         curves_frame(records).to_csv(tmp, index=False)
+    from csbench.results.tables import write_tables  # tables imports this module
+
+    write_tables(out_dir, results_rows(scores, runs, records), cards)
+    from csbench.results.figures import write_figures, write_table_pages
+
+    write_figures(out_dir, scores, trainings)  # trainings: train.json by training path
+    write_table_pages(out_dir)
     return table
 
 

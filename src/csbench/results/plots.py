@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from csbench.io import atomic_path
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def plot_robustness(record: dict[str, Any], path: Path) -> None:
-    """MRR against noise ratio per perturbation (as COBE Fig. 1), the robust MRR, and ratio-free
-    perturbations as horizontal lines; IR-AUC in the legend."""
+
+def _pyplot():
+    """matplotlib.pyplot on the Agg backend (no display; PNG bytes do not depend on the machine)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(fig: Figure, path: Path) -> None:
+    """Write ``fig`` as a PNG atomically, without the Software tag (same bytes on every run)."""
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
+    with atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp, format="png", metadata={"Software": None})
+    _pyplot().close(fig)
+
+
+def plot_robustness(record: dict[str, Any], path: Path) -> None:
+    """MRR against noise ratio per perturbation (as COBE Fig. 1), the robust MRR, and ratio-free
+    perturbations as horizontal lines; IR-AUC in the legend."""
+    plt = _pyplot()
     per = record["summary"]["per_perturbation"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     for name, curve in record["curves"].items():
@@ -41,21 +59,14 @@ def plot_robustness(record: dict[str, Any], path: Path) -> None:
     ax.set_ylim(0, max(1.0, record["clean_mrr"]) * 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    with atomic_path(Path(path)) as tmp:
-        fig.savefig(tmp, format="png", metadata={"Software": None})
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_seed_heatmap(record: dict[str, Any], path: Path) -> None:
     """Mean top-k Spearman correlation between every pair of seeds (as COBE Fig. 5), from a
     ``csbench.evaluate.stability.seed_stability`` record: the full seeds × seeds matrix, diagonal 1,
     each cell annotated, on a fixed -1..1 colour scale so figures of different models compare."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     seeds = record["matrix"]["seeds"]
     values = record["matrix"]["spearman"]
     n = len(seeds)
@@ -80,7 +91,66 @@ def plot_seed_heatmap(record: dict[str, Any], path: Path) -> None:
         f"top-{record['k']} overlap across seeds {overlap:.2f} on average",
         fontsize=9,
     )
-    fig.tight_layout()
-    with atomic_path(Path(path)) as tmp:
-        fig.savefig(tmp, format="png", metadata={"Software": None})
-    plt.close(fig)
+    _save(fig, path)
+
+
+def plot_severity(
+    scores: dict[str, dict[str, dict[str, float]]],
+    attacks: list[str],
+    path: Path,
+    title: str,
+) -> None:
+    """Score against attack severity (as thesis Fig. 5.1): one panel per metric, the attacks on the
+    x axis from least to most severe (``attacks``, already in that order), one line per model.
+
+    ``scores`` is ``{metric: {model label: {attack: value}}}``; a model without a score for an attack
+    has a gap there (no line is drawn through a missing point)."""
+    plt = _pyplot()
+    metrics = list(scores)
+    if not metrics:  # the protocol scored no query (e.g. csn-1000 on a test split under 1,000 pairs)
+        fig, ax = plt.subplots(figsize=(6.4, 2.0), dpi=110)
+        ax.text(0.5, 0.5, "no query was scored under this protocol (see the notes in summary.md)", ha="center")
+        ax.set_axis_off()
+        fig.suptitle(title, fontsize=9)
+        _save(fig, path)
+        return
+    size = (3.2 * len(metrics) + 0.6, 4.4)
+    fig, axes = plt.subplots(1, len(metrics), figsize=size, dpi=110, squeeze=False, layout="constrained")
+    positions = range(len(attacks))
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for label, by_attack in scores[metric].items():
+            values = [by_attack.get(attack, float("nan")) for attack in attacks]
+            ax.plot(positions, values, marker="o", markersize=3, linewidth=1.2, label=label)
+        ax.set_xticks(positions, attacks, rotation=60, ha="right", fontsize=7)
+        ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("score (size-weighted mean over datasets)")
+    handles, labels = axes[0][0].get_legend_handles_labels()  # every panel has the same lines
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 5), fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    _save(fig, path)
+
+
+METRIC_LABELS = {"mrr": "MRR", "r@1": "Top-1", "r@5": "Top-5", "r@10": "Top-10"}
+
+
+def plot_training_curves(histories: dict[int, list[dict[str, float]]], path: Path, title: str) -> None:
+    """Validation MRR over training (as COBE Fig. 4): one line per seed, epochs on the x axis (a
+    fraction when the loop validates several times an epoch), each seed's best validation marked."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+    for seed, history in sorted(histories.items()):
+        epochs = [point["epoch"] for point in history]
+        mrrs = [point["mrr"] for point in history]
+        (line,) = ax.plot(epochs, mrrs, marker="o", markersize=3, linewidth=1.2, label=f"seed {seed}")
+        if mrrs:
+            best = max(range(len(mrrs)), key=mrrs.__getitem__)
+            ax.plot([epochs[best]], [mrrs[best]], marker="*", markersize=10, color=line.get_color())
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation MRR")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title, fontsize=9)
+    _save(fig, path)

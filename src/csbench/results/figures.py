@@ -1,0 +1,314 @@
+"""The report's figures under results/figures/ (and HTML pages of its tables): which a study has,
+their captions, and the data each is drawn from.
+
+* ``severity/<protocol>.png``: scores against attack severity (thesis Fig. 5.1), one line per model.
+* ``training/<dataset>/<attack>/<model>/<loss>.png``: validation MRR over training, one line per
+  seed (COBE Fig. 4).
+
+The robustness curves (COBE Fig. 1; results/robustness/<run>/robustness.png) and the seed heatmaps
+(COBE Fig. 5; results/stability/<group>/heatmap.png) are drawn by their own phases. The names and
+captions depend on the config alone (``figure_specs``), so the Snakefile knows them before a job runs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from csbench.io import write_json, write_text
+from csbench.results.plots import METRIC_LABELS, plot_severity, plot_training_curves
+
+FIGURES_DIR = "figures"  # below results/
+TABLES_DIR = "tables"  # below results/: the tables' .md / .tex / .csv, and the report's .html pages
+INDEX_FILE = "index.json"  # figures/index.json: the specs of the figures written
+SEVERITY_METRICS = ("mrr", "r@1", "r@5", "r@10")  # the four metrics of thesis Fig. 5.1
+SUMMARY_PAGE = "summary"  # tables/summary.html: results/summary.csv as a page of the report
+
+# Severity of an attack (thesis section 5.5: "the degree to which the lexical identifiers have been
+# obfuscated"), from its three questions asked by increasing severity: are identifiers moved between
+# snippets, how far, are identifiers repeated across the dataset. Levels: 0 the original code;
+# 1 comments only, identifiers untouched; 2 identifiers permuted within their snippet; 3 identifiers
+# moved between snippets (by k, question 2); 4 identifiers replaced by names repeated across the
+# dataset (question 3); 5 every identifier hashed: no lexical resemblance left (thesis 3.3.2 gives
+# full_hash as that benchmark, and it scores worst with most_popular in Table 5.16).
+SEVERITY_LEVEL = {
+    "none": 0,
+    "translation": 1,  # comments translated, still there
+    "no_comment": 1,  # comments removed
+    "k_shift_snippet": 2,
+    "random_permutation": 2,
+    "k_shift_dataset": 3,
+    "ordered_id": 4,
+    "advtest_normalize": 4,
+    "most_popular": 4,
+    "full_hash": 5,
+}
+# Within a level: by the size of the shift (k; random_permutation shifts by up to 20, its default
+# max_k), then by this order (ordered_id and AdvTest's normalisation keep one name per position in
+# the snippet; most_popular maps the snippet's ranking onto the dataset's).
+_WITHIN_LEVEL = ("translation", "no_comment", "ordered_id", "advtest_normalize", "most_popular")
+_RANDOM_PERMUTATION_K = 20
+_COMPONENT = re.compile(r"^(?P<name>[a-z_]+)(?:-(?P<k>[0-9]+))?$")
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure of the report: results/figures/{name}.png."""
+
+    name: str  # file stem below results/figures/, e.g. severity/full-corpus
+    title: str  # one line, e.g. "MRR, Top-1, Top-5, Top-10 against attack severity (full-corpus)"
+    caption: str  # what it shows and which protocol produced it
+
+
+def severity_key(spec: str) -> tuple[int, int, int, str]:
+    """Sort key of an attack spec from least to most severe (see ``SEVERITY_LEVEL``). A composed
+    spec (``a+b``) is as severe as its most severe part; an unknown attack sorts last."""
+    keys = []
+    for part in spec.split("+"):
+        match = _COMPONENT.match(part)
+        name = match["name"] if match else part
+        k = int(match["k"]) if match and match["k"] else (_RANDOM_PERMUTATION_K if name == "random_permutation" else 0)
+        within = _WITHIN_LEVEL.index(name) if name in _WITHIN_LEVEL else 0
+        keys.append((SEVERITY_LEVEL.get(name, max(SEVERITY_LEVEL.values()) + 1), k, within))
+    level, k, within = max(keys)
+    return level, k, within, spec
+
+
+def by_severity(attacks: Iterable[str]) -> list[str]:
+    """The attacks, least severe first."""
+    return sorted(dict.fromkeys(attacks), key=severity_key)
+
+
+def _configuration(training_path: str) -> tuple[str, int]:
+    """``dataset/attack/model/loss/seed`` -> (``dataset/attack/model/loss``, seed)."""
+    configuration, seed = training_path.rsplit("/", 1)
+    return configuration, int(seed)
+
+
+def severity_spec(protocol: str, attacks: Sequence[str]) -> FigureSpec:
+    """The severity figure (thesis Fig. 5.1) of ``protocol`` over ``attacks``."""
+    order = by_severity(attacks)
+    metrics = ", ".join(METRIC_LABELS[m] for m in SEVERITY_METRICS)
+    return FigureSpec(
+        name=f"severity/{protocol}",
+        title=f"{metrics} against attack severity ({protocol})",
+        caption=(
+            f"Scores against attack severity, as thesis Fig. 5.1: one panel per metric ({metrics}), the attacks "
+            f"from least to most severe ({' < '.join(order)}), one line per model (a trained model once per "
+            "inference type: confused, trained on the attacked data; not confused, trained on no_comment). "
+            f"Protocol `{protocol}`. Each point is the model's score averaged over seeds, then over datasets "
+            "weighted by their number of test queries (as thesis Table 5.16). Severity follows the thesis's three "
+            "questions (section 5.5): identifiers moved between snippets or not, how far, and repeated across "
+            "the dataset or not; comment-only attacks come first and full_hash (no lexical resemblance left) last."
+        ),
+    )
+
+
+def training_spec(configuration: str, seeds: Sequence[int]) -> FigureSpec:
+    """The training figure (COBE Fig. 4) of ``dataset/attack/model/loss``, one line per seed."""
+    dataset, attack, model, loss = configuration.split("/")
+    return FigureSpec(
+        name=f"training/{configuration}",
+        title=f"validation MRR over training: {model} ({loss}) on {dataset} / {attack}",
+        caption=(
+            f"Validation MRR over training of {model} with the {loss} loss, trained on {dataset} attacked by "
+            f"{attack}, one line per seed ({', '.join(map(str, seeds))}), as COBE Fig. 4; a star marks each "
+            "seed's best validation, the checkpoint kept. Validation MRR is the training loop's own protocol: "
+            "each validation query's code ranked among every validation code (not a test protocol)."
+        ),
+    )
+
+
+def figure_specs(attacks: Sequence[str], protocols: Sequence[str], trainings: Iterable[str]) -> list[FigureSpec]:
+    """The figures a study has: a severity figure per ranking protocol when it has two attacks or
+    more, and a training figure per trained configuration (``trainings``: the training paths
+    ``dataset/attack/model/loss/seed``; one figure holds every seed)."""
+    specs = [severity_spec(protocol, attacks) for protocol in protocols] if len(set(attacks)) > 1 else []
+    seeds: dict[str, list[int]] = {}
+    for path in trainings:
+        configuration, seed = _configuration(path)
+        seeds.setdefault(configuration, []).append(seed)
+    specs += [training_spec(c, sorted(s)) for c, s in sorted(seeds.items())]
+    return specs
+
+
+def model_label(model: str, loss: str, inference: str, several_losses: bool) -> str:
+    """The legend entry of a model: ``bm25``, ``nbow (confused)``, ``nbow/ce (not confused)``."""
+    name = f"{model}/{loss}" if several_losses and loss != "none" else model
+    return name if inference == "zero_shot" else f"{name} ({inference.replace('_', ' ')})"
+
+
+def severity_scores(scores: pd.DataFrame, protocol: str) -> dict[str, dict[str, dict[str, float]]]:
+    """``{metric: {model label: {attack: value}}}`` under ``protocol``: each run's score averaged over
+    seeds, then over datasets weighted by the dataset's number of test queries under the protocol
+    (thesis Table 5.16). Runs without a value (a protocol that evaluated no query) are left out."""
+    keys = ["dataset", "attack", "model", "loss", "inference"]
+    own = scores[scores["protocol"] == protocol]
+    wide = own.pivot_table(index=[*keys, "seed"], columns="metric", values="value", aggfunc="first")
+    per_config = wide.groupby(level=keys).mean()
+    several_losses = own.loc[own["loss"] != "none", "loss"].nunique() > 1
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for metric in (m for m in SEVERITY_METRICS if m in per_config.columns):
+        frame = per_config[[metric]].rename(columns={metric: "value"})
+        frame["weight"] = per_config["n_queries"] if "n_queries" in per_config.columns else 1.0
+        frame = frame.dropna().reset_index()
+        frame = frame[frame["weight"] > 0]
+        frame["weighted"] = frame["value"] * frame["weight"]
+        sums = frame.groupby(["attack", "model", "loss", "inference"])[["weighted", "weight"]].sum()
+        for (attack, model, loss, inference), row in sums.iterrows():
+            label = model_label(model, loss, inference, several_losses)
+            out.setdefault(metric, {}).setdefault(label, {})[attack] = float(row["weighted"] / row["weight"])
+    return out
+
+
+def training_histories(records: dict[str, dict]) -> dict[str, dict[int, list[dict[str, float]]]]:
+    """``{dataset/attack/model/loss: {seed: history}}`` from train.json records by training path."""
+    out: dict[str, dict[int, list[dict[str, float]]]] = {}
+    for path, record in records.items():
+        configuration, seed = _configuration(path)
+        out.setdefault(configuration, {})[seed] = list(record.get("history") or [])
+    return out
+
+
+def _load_trainings(trainings: dict[str, Path]) -> dict[str, dict]:
+    records = {}
+    for path, file in trainings.items():
+        if not Path(file).is_file():
+            raise FileNotFoundError(f"{file} is missing: run `csbench train` for {path} first")
+        records[path] = json.loads(Path(file).read_text())
+    return records
+
+
+def write_figures(out_dir: Path, scores: pd.DataFrame, trainings: dict[str, Path] | None = None) -> list[Path]:
+    """Draw every figure of ``figure_specs`` into ``out_dir``/figures/{name}.png (each written
+    atomically), list them in figures/index.json, and remove PNGs there no spec names (left by an
+    earlier study). ``trainings``: train.json files by training path."""
+    figures = Path(out_dir) / FIGURES_DIR
+    histories = training_histories(_load_trainings(trainings or {}))
+    attacks = sorted(scores["attack"].unique()) if len(scores) else []
+    # the ranking protocols (a matching protocol has accuracy, no MRR): Config.ranking_protocols
+    protocols = sorted(scores.loc[scores["metric"] == "mrr", "protocol"].unique()) if len(scores) else []
+    specs = figure_specs(attacks, protocols, list(trainings or {}))
+    written = []
+    for spec in specs:
+        path = figures / f"{spec.name}.png"
+        kind, _, rest = spec.name.partition("/")
+        if kind == "severity":
+            plot_severity(severity_scores(scores, rest), by_severity(attacks), path, spec.title)
+        else:
+            plot_training_curves(histories[rest], path, spec.title)
+        written.append(path)
+    for stale in set(figures.rglob("*.png")) - set(written):
+        stale.unlink()
+    write_json(figures / INDEX_FILE, [asdict(spec) | {"file": f"{spec.name}.png"} for spec in specs])
+    return written
+
+
+# ----------------------------------------------------------------------------- tables as HTML pages
+_STYLE = """body { font-family: sans-serif; font-size: 13px; margin: 1em; }
+p { max-width: 60em; color: #333; }
+table { border-collapse: collapse; margin-bottom: 1.5em; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; }
+th { background: #f0f0f0; }"""
+
+
+def _page(title: str, body: str) -> str:
+    """A self-contained HTML page (no external CSS or script: the report works offline)."""
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
+        f"<style>\n{_STYLE}\n</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def _inline(text: str) -> str:
+    """Markdown inline text as HTML: escaped, `code` and **bold** kept."""
+    text = html.escape(text, quote=False)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+
+
+def _pipe_table(lines: list[str]) -> str:
+    """A Markdown pipe table (header, alignment row, body rows) as an HTML table."""
+    header, aligns, rows = _cells(lines[0]), _cells(lines[1]), [_cells(line) for line in lines[2:]]
+    align = ["right" if a.endswith(":") else "left" for a in aligns]
+    head = "".join(f'<th style="text-align:{a}">{_inline(c)}</th>' for c, a in zip(header, align, strict=False))
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td style="text-align:{a}">{_inline(c)}</td>' for c, a in zip(row, align, strict=False))
+        + "</tr>\n"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table>"
+
+
+def markdown_page(text: str, title: str) -> str:
+    """A table's Markdown file (headings, paragraphs, pipe tables: what csbench.results.tables
+    writes) as an HTML page, so the report shows the cells formatted as in the Markdown."""
+    blocks: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            blocks.append(_pipe_table(lines[i:j]))
+            i = j
+            continue
+        heading = re.match(r"^(#{1,6})\s+(.*)$", line)
+        if heading:
+            level = len(heading[1])
+            blocks.append(f"<h{level}>{_inline(heading[2])}</h{level}>")
+        elif line.strip():
+            blocks.append(f"<p>{_inline(line)}</p>")
+        i += 1
+    return _page(title, "\n".join(blocks))
+
+
+def table_page(frame: pd.DataFrame, title: str, caption: str) -> str:
+    """A table as an HTML page with its title and caption above it; floats with 4 decimals,
+    missing values as n/a."""
+    table = frame.to_html(index=False, na_rep="n/a", float_format=lambda v: f"{v:.4f}", border=0)
+    return _page(title, f"<h1>{html.escape(title)}</h1>\n<p>{_inline(caption)}</p>\n{table}")
+
+
+SUMMARY_CAPTION = (
+    "One row per run and retrieval protocol (summary.csv): the clean scores of every run. MRR under "
+    "full-corpus is cut at rank 1,000; ranks count ties against the model; n/a: the protocol evaluated no "
+    "query. mrr_vs_no_comment_%: relative change of MRR against the no_comment run of the same dataset, "
+    "model, loss, seed, inference and protocol, in percent."
+)
+
+
+def write_table_pages(out_dir: Path) -> list[Path]:
+    """An HTML page per table for the report, ``out_dir``/tables/{name}.html: from the {name}.md of
+    each table tables/index.json lists (csbench.results.tables writes both), and tables/summary.html
+    from ``out_dir``/summary.csv. Pages of tables no longer there are removed."""
+    pages = Path(out_dir) / TABLES_DIR
+    pages.mkdir(parents=True, exist_ok=True)
+    index = pages / INDEX_FILE
+    listed = json.loads(index.read_text()) if index.is_file() else []
+    summary = Path(out_dir) / "summary.csv"
+    written = [pages / f"{SUMMARY_PAGE}.html"]
+    write_text(written[0], table_page(pd.read_csv(summary), "Scores of every run", SUMMARY_CAPTION))
+    for table in listed:
+        source = pages / f"{table['name']}.md"
+        if not source.is_file():
+            raise FileNotFoundError(f"{source} is missing: the table {table['name']!r} was not written")
+        path = pages / f"{table['name']}.html"
+        write_text(path, markdown_page(source.read_text(), table["title"]))
+        written.append(path)
+    for stale in set(pages.rglob("*.html")) - set(written):
+        stale.unlink()
+    return written
