@@ -1,5 +1,5 @@
 # The two entry points of the README. Both set up first (idempotent, quick when done).
-.PHONY: setup run test repro lint
+.PHONY: setup run test repro pull lint
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
@@ -8,7 +8,8 @@ CORES ?= all
 setup:
 	@bash scripts/setup.sh
 
-## run: the default study (params.yaml) through snakemake; results in results/summary.md
+## run: the default study (params.yaml) through snakemake; results in results/summary.md, the
+## tables and figures with captions in results/report.html
 run: setup
 	bash scripts/snakemake.sh --cores $(CORES)
 
@@ -19,6 +20,11 @@ test: setup
 ## repro: the same study through DVC (needs a git checkout)
 repro: setup
 	csbench validate --check-sources && dvc repro
+
+## pull: a study's outputs from the DVC remote instead of recomputing them (REMOTE=name: not the
+## default remote); afterwards `make run` and `make repro` find nothing to do (scripts/pull.sh)
+pull: setup
+	bash scripts/pull.sh $(if $(REMOTE),--remote $(REMOTE))
 
 lint: setup
 	ruff check . && snakemake --lint --cores 1
