@@ -257,6 +257,9 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
     raw["grid"]["datasets"] = ["python-stdlib"]  # two runs: python-stdlib x {none, no_comment} x bm25
     raw["grid"]["attacks"] = ["none", "no_comment"]
     raw["grid"]["trained"]["models"] = []  # zero-shot runs only
+    raw["grid"]["models"] = ["bm25"]
+    raw["evaluation"]["protocols"] = ["full-corpus", "csn-1000"]
+    raw["robustness"]["datasets"] = ["python-packages"]  # outside the grid: no robustness runs
     config = tmp_path / "params.yaml"
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
     pool = toy_pool()

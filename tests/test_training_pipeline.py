@@ -24,6 +24,7 @@ def _config(tmp_path: Path, change) -> Path:
     raw = yaml.safe_load(PARAMS.read_text())
     raw["grid"]["datasets"] = ["python-stdlib"]
     raw["grid"]["attacks"] = ["none", "no_comment", "ordered_id"]
+    raw["grid"]["models"] = ["bm25"]
     raw["robustness"]["datasets"] = ["python-stdlib"]
     change(raw)
     path = tmp_path / "params.yaml"
