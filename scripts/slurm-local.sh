@@ -16,9 +16,9 @@
 # symlink, /run/slurm/conf -> DIR/etc, while the cluster runs (see link_default_config); the system's
 # services, /etc/slurm and /etc/munge are not touched.
 #
-# The node is this machine (its real CPUs) with one GPU backed by /dev/null, so the profile's GPU
-# requests are scheduled and accounted (sacct shows gres/gpu); a job on it finds no CUDA device and
-# runs on the CPU. Its memory is declared as the larger of the real memory and SLURM_LOCAL_MEMORY_MB
+# The node is this machine (its real CPUs) with two GPUs backed by /dev/null and /dev/zero, so the
+# profile's GPU requests (and a 2-GPU training) are scheduled and accounted (sacct shows gres/gpu); a
+# job on it finds no CUDA device and runs on the CPU. Its memory is declared as the larger of the real memory and SLURM_LOCAL_MEMORY_MB
 # (default 131072): without cgroups SLURM does not enforce it, and the profile's requests (up to
 # 96 GB: a training's third attempt) then fit any machine.
 # Needs: slurmctld slurmd slurm-client slurmdbd munge mariadb-server (Debian 12: slurm-wlm 22.05).
@@ -205,15 +205,16 @@ InactiveLimit=0
 KillWait=10
 # the job processes get the nice value of the sbatch call (snakemake's)
 PropagatePrioProcess=1
-NodeName=$HOST NodeAddr=127.0.0.1 NodeHostname=$HOST ${topology}RealMemory=$mem Gres=gpu:1 State=UNKNOWN
+NodeName=$HOST NodeAddr=127.0.0.1 NodeHostname=$HOST ${topology}RealMemory=$mem Gres=gpu:2 State=UNKNOWN
 PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF
   # SLURM drops a GPU without a device file; a character device that is not a GPU will do (slurmd
   # logs that it is not one, and schedules it anyway). Nothing opens it: without cgroups SLURM only
   # sets CUDA_VISIBLE_DEVICES in the job, and the job finds no CUDA driver.
   cat >"$CONF_DIR/gres.conf" <<EOF
-# one fake GPU: schedulable and accounted, not usable
+# two fake GPUs: schedulable and accounted, not usable
 NodeName=$HOST Name=gpu File=/dev/null
+NodeName=$HOST Name=gpu File=/dev/zero
 EOF
   if [ ! -s "$DIR/mysql/password" ]; then
     (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DIR/mysql/password")

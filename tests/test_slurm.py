@@ -9,8 +9,9 @@ It starts munged, MariaDB, slurmdbd, slurmctld and slurmd on 127.0.0.1 (as root;
 binaries are missing, when not root, or when the cluster cannot start), runs the tiny study locally
 and through `--workflow-profile workflow/profiles/slurm` (the copy's profile given the local
 partition and account), and checks that both write the same files, that sacct lists every job the
-run submitted, and that a run whose slurmctld is killed mid-run finishes, after the controller is
-started again, by running the same command again. Every run is a copy of one snapshot of the
+run submitted, that a training given two GPUs runs two processes through accelerate launch, and
+that a run whose slurmctld is killed mid-run finishes, after the controller is started again, by
+running the same command again. Every run is a copy of one snapshot of the
 project, csbench included. The cluster is stopped at the end.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import collections
 import csv
 import io
+import json
 import os
 import re
 import shutil
@@ -223,8 +225,8 @@ def test_tiny_study_through_slurm_writes_the_files_of_the_local_run(slurm_run: d
 def test_jobs_went_through_slurm_grouped_and_sacct_lists_them(slurm_run: dict, cluster: Cluster) -> None:
     output = slurm_run["output"]
     submitted = slurm_run["submitted"]
-    # aggregate is a localrule; a run's index, evaluate and robustness jobs are one SLURM job
-    assert "localrule aggregate:" in output
+    # download and aggregate are localrules; a run's index, evaluate and robustness jobs are one SLURM job
+    assert "localrule download:" in output and "localrule aggregate:" in output
     assert "Group job run" in output and "Group job dataset" in output
     assert len(submitted) < sum(FULL_GRID.values()) - FULL_GRID["aggregate"]
     accounting = cluster.run(
@@ -241,6 +243,37 @@ def test_jobs_went_through_slurm_grouped_and_sacct_lists_them(slurm_run: dict, c
     assert len(trainings) == FULL_GRID["train"]
     assert all("gres/gpu=1" in row[4] for row in trainings), trainings
     assert all("gres/gpu" not in row[4] for row in rows if row[5].startswith("rule_attack_")), rows
+
+
+def test_a_training_given_two_gpus_runs_two_processes_through_accelerate(slurm_run: dict, cluster: Cluster) -> None:
+    """The train rule's multi-GPU branch through the profile: with `gpu: 2` for train (edited in the
+    profile, as a user would), SLURM allocates both fake GPUs and the rule starts
+    `accelerate launch --config_file workflow/accelerate/multi_gpu.yaml --num_processes 2`. No CUDA
+    device is usable, so the two processes train on the CPU (gloo): the launcher, its config, the
+    rendezvous and the data-parallel loop run; the GPUs themselves do not. It retrains one model in
+    the SLURM run's project (a copy elsewhere would re-run the study: the jobs' params hold the
+    absolute path of --configfile), after the tests above have compared its files."""
+    project = slurm_run["project"]
+    profile = project / PROFILE / "config.yaml"
+    config = yaml.safe_load(profile.read_text())
+    config["set-resources"]["train"]["gpu"] = 2
+    profile.write_text(yaml.safe_dump(config, sort_keys=False))
+    training = "python-stdlib/none/nbow/ce/0"
+    result = subprocess.run(
+        _slurm_command(f"checkpoints/{training}/train.json", "--forcerun", "train"),
+        cwd=project, env=cluster.env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+    )  # fmt: skip
+    assert result.returncode == 0, _explain(result, cluster)
+    output = _output(result)
+    assert finished_jobs(output) == {"train": 1}
+    assert "accelerate.commands.launch --config_file workflow/accelerate/multi_gpu.yaml --num_processes 2" in output
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", output)
+    assert len(submitted) == 1, output[-3000:]
+    accounting = cluster.run("sacct", "-X", "-n", "-P", "-j", submitted[0], "-o", "State,AllocTRES")
+    assert accounting.stdout.startswith("COMPLETED|") and "gres/gpu=2" in accounting.stdout, accounting.stdout
+    record = json.loads((project / "checkpoints" / training / "train.json").read_text())
+    assert record["num_processes"] == 2 and record["device"].startswith("cpu")
+    assert "processes: 2, device: cpu" in (project / "logs/train" / f"{training}.log").read_text()
 
 
 def test_killed_controller_run_finishes_when_run_again(

@@ -4,7 +4,7 @@ import re
 import shlex
 import sys
 
-from csbench import paths
+from csbench import launch, paths
 from csbench.config import INFERENCE_TYPES, ConfigError, RunKey, check_sources, load_config
 
 
@@ -29,15 +29,16 @@ config.clear()
 config.update(CFG.raw)
 
 
-def _csbench_command():
-    """How jobs call csbench: this interpreter, or the conda env's python under --sdm conda."""
+def _python():
+    """The interpreter jobs run csbench with: this one, or the conda env's python under --sdm conda."""
     methods = getattr(workflow.deployment_settings, "deployment_method", ()) or ()
     if any("conda" in str(m).lower() for m in methods):
-        return "python -m csbench --quiet"
-    return f"{shlex.quote(sys.executable)} -m csbench --quiet"
+        return "python"
+    return shlex.quote(sys.executable)
 
 
-CSBENCH = _csbench_command()
+PYTHON = _python()
+CSBENCH = f"{PYTHON} -m csbench --quiet"
 ENV = "../envs/csbench.yaml"
 CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
 SUMMARY_FILES = paths.SUMMARY_FILES
@@ -56,6 +57,14 @@ def checkpoint_input(w):
     if run.training is None:
         return {}
     return {"checkpoint": f"{paths.checkpoint_dir(run.training.path)}/best"}
+
+
+def train_launch(wildcards, threads, resources):
+    """The command that starts csbench for a training: one process, or one per GPU / CPU process
+    through accelerate launch (csbench.launch). It reads resources, so snakemake counts the param as
+    derived: changing the process count does not re-run finished trainings."""
+    gpus = launch.gpu_count(resources.get("gpu"), resources.get("gres"))
+    return launch.train_command(PYTHON, gpus, int(resources.get("cpu_processes", 1)), threads)
 
 
 wildcard_constraints:

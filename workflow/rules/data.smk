@@ -1,3 +1,9 @@
+# download fetches files (or lists a local corpus): no CPU to speak of, and on a cluster the login
+# node is often the only one with internet, so it runs where snakemake runs (local-cores), not as a job.
+localrules:
+    download,
+
+
 rule download:
     output:
         manifest="data/raw/{dataset}/MANIFEST.json",

@@ -1,6 +1,11 @@
 # Training (issue #6): each model of grid.trained on a dataset's attacked train split, per loss and
 # seed. A not_confused run evaluates the model trained on no_comment, so that model is trained once
 # and shared by every attack. The `index` rule reads the best checkpoint.
+#
+# Processes (issue #9): one, unless the job has several GPUs (`gpu: N`, or `gres: gpu:N`, as the slurm
+# profile sets them) or asks for several CPU processes (`cpu_processes: N`, e.g.
+# `--set-resources train:cpu_processes=2`); then `accelerate launch` starts N (train_launch in
+# common.smk, csbench.launch).
 
 
 rule train:
@@ -11,17 +16,19 @@ rule train:
         best=directory("checkpoints/{dataset}/{attack}/{model}/{loss}/{seed}/best"),
         record="checkpoints/{dataset}/{attack}/{model}/{loss}/{seed}/train.json",
     params:
-        cli=CSBENCH,
+        launch=train_launch,
         configs=CONFIG_ARGS,
         code=paths.code_digest("train"),
         model=lambda w: tracked("models", w.model),
         training=tracked("training"),
         loss=lambda w: tracked("loss_params", w.loss),
     threads: workflow.cores  # one training at a time uses the whole machine; a profile sets GPUs
+    resources:
+        cpu_processes=1,  # training processes when the job has no GPU (`--set-resources train:cpu_processes=N`)
     log:
         "logs/train/{dataset}/{attack}/{model}/{loss}/{seed}.log",
     conda:
         ENV
     shell:
-        "{params.cli} train {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
+        "{params.launch} train {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
         "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} > {log} 2>&1"
