@@ -161,12 +161,13 @@ def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
     theirs are fixed first; proposals are settled in identifier order."""
     names = ids.names
     proposed = [proposals.get(name, name) for name in names]
-    taken = {*ids.reserved, *[name for name, new in zip(names, proposed, strict=True) if new == name]}
+    reserved = ids.reserved  # taken too, without copying it for every snippet
+    taken = {name for name, new in zip(names, proposed, strict=True) if new == name}
     final: Mapping = {}
     for name, new in zip(names, proposed, strict=True):
         if new != name:
-            if new in taken or not is_valid_name(new, language):
-                new = _fresh(new, language, taken)
+            if new in reserved or new in taken or not is_valid_name(new, language):
+                new = _fresh(new, language, taken | reserved)
             taken.add(new)
         final[name] = new
     return final

@@ -188,20 +188,12 @@ def identifiers_and_comments(
     """``snippet_identifiers`` and, found by the same tree-sitter query, the nodes
     ``comments.comment_edits`` needs (its ``found`` argument; ``None`` where the analysis does not
     collect them)."""
-    _check_language(language)
+    analysis = _ANALYSES.get(language)
+    if analysis is None:
+        _check_language(language)
     snippet = snippet if snippet is not None else parse_snippet(code, language)
-    if language == "php":
-        return _php_analysis(snippet)
-    if language == "go":
-        return _go_analysis(snippet)
-    if language == "javascript":
-        return _js_analysis(snippet)
-    if language == "java":
-        return _java_analysis(snippet)
-    if language == "ruby":
-        return _ruby_analysis(snippet)
-    if language == "r":
-        return _r_analysis(snippet)
+    if analysis is not None:
+        return analysis(snippet)
     analyzer = _PythonAnalyzer(snippet)
     return analyzer.run(), analyzer.comment_nodes()
 
@@ -256,11 +248,14 @@ def rename_edits(
     """The edits ``(start, end, new name)`` that apply ``mapping`` to the spans of ``ids``, merged with
     ``edits`` (other edits of the same code that no span overlaps, e.g. comment removal) and sorted,
     for ``splice``. ``ValueError`` unless the renaming is valid (the rules ``rename`` lists)."""
-    _check_language(language)
+    if language not in _ANALYSES:
+        _check_language(language)
     roles = ids.roles
     if not roles.keys() >= mapping.keys():
         raise ValueError(f"not identifiers the snippet defines: {[old for old in mapping if old not in roles]}")
     changed = {old: new for old, new in mapping.items() if new != old}
+    if not changed:
+        return sorted(edits)
     invalid = [new for new in changed.values() if not is_valid_name(new, language)]
     if invalid:
         raise ValueError(f"not valid {language} identifiers: {invalid}")
@@ -277,8 +272,10 @@ def rename_edits(
         captured = sorted({new for new in changed.values() if new in reserved})
         raise ValueError(f"renaming would capture names the snippet uses but does not define: {captured}")
     occurrences = ids.occurrences
-    replacements = {old: new.encode("utf-8") for old, new in changed.items()}
-    out = [*edits, *[(start, end, new) for old, new in replacements.items() for start, end in occurrences[old]]]
+    out = list(edits)
+    for old, new in changed.items():
+        encoded = new.encode()
+        out += [(start, end, encoded) for start, end in occurrences[old]]
     out.sort()
     return out
 
@@ -288,12 +285,13 @@ def splice(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
     if not edits:
         return data
     pieces = []
+    add = pieces.append
     cursor = 0
     for start, end, replacement in edits:
-        pieces.append(data[cursor:start])
-        pieces.append(replacement)
+        add(data[cursor:start])
+        add(replacement)
         cursor = end
-    pieces.append(data[cursor:])
+    add(data[cursor:])
     return b"".join(pieces)
 
 
@@ -754,22 +752,25 @@ def _resolve(
     field names, ...) and of names already ``bad`` are skipped. Every name met goes into ``used``.
     Returns the spans and roles of the names met (``bad`` ones included) and the occurrences left to
     the caller."""
-    start, end, data = snippet.offset, snippet.end, snippet.data
+    start, data = snippet.offset, snippet.data
+    end = start + len(data)
     spans: Spans = {}
     roles: Roles = {}
     undecided: list[Node] = []
+    # the hot loop of the analyses (once per identifier): bound methods and locals only
+    add_used, role_at, bindings_of = used.add, binding_roles.get, scopes.get
     for node in ids:
         position = node.start_byte
         stop = node.end_byte
         if position < start or stop > end:  # in the wrapper
             continue
-        name = data[position - start : stop - start].decode("utf-8")
-        used.add(name)
+        name = data[position - start : stop - start].decode()
+        add_used(name)
         if name in bad or position in not_variables:
             continue
-        role = binding_roles.get(position)
+        role = role_at(position)
         if role is None:
-            for begin, finish, visible in scopes.get(name, ()):
+            for begin, finish, visible in bindings_of(name, ()):
                 if begin <= position < finish and position >= visible:
                     break
             else:
@@ -778,11 +779,11 @@ def _resolve(
                 else:
                     bad.add(name)
                 continue
-        span = (position - start, stop - start)
-        if name in spans:
-            spans[name].append(span)
+        found = spans.get(name)
+        if found is None:
+            spans[name] = [(position - start, stop - start)]
         else:
-            spans[name] = [span]
+            found.append((position - start, stop - start))
         if role and (name not in roles or position < roles[name][0]):
             roles[name] = (position, role)
     return spans, roles, undecided
@@ -1892,6 +1893,16 @@ def _r_super_assignments(
 
 _R_EXCLUDED = R_RESERVED | {"..."}
 
+
+# language -> its query-based analysis (Python has its own walk)
+_ANALYSES: dict[str, Callable[[Snippet], tuple[Identifiers, list[Node]]]] = {
+    "php": _php_analysis,
+    "go": _go_analysis,
+    "javascript": _js_analysis,
+    "java": _java_analysis,
+    "ruby": _ruby_analysis,
+    "r": _r_analysis,
+}
 
 # language -> the source of its analysis query (built on first use: the grammar decides which of the
 # listed node kinds exist)
