@@ -21,3 +21,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA} (it sits beside the project checkout)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def dvc_first(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The tiny study run once by `dvc repro` for the whole session (test_drivers, test_dvc_remote):
+    {"project", "jobs", "files"}. Do not change the project; copy it."""
+    from test_drivers import run_tiny_study_with_dvc
+
+    return run_tiny_study_with_dvc(tmp_path_factory)

@@ -161,8 +161,9 @@ def snakemake_first(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"project": project, "jobs": snakemake_jobs(result.stdout + result.stderr), "files": snapshot(project)}
 
 
-@pytest.fixture(scope="module")
-def dvc_first(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def run_tiny_study_with_dvc(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The tiny study through `dvc repro` in a new git + DVC project: conftest's session fixture
+    `dvc_first` (shared with test_dvc_remote). Tests that change the project work on a copy."""
     project = _copy_project(tmp_path_factory.mktemp("dvc"))
     # DVC has no config overlay: the study's params.yaml is the merged tiny config.
     tiny = merge(yaml.safe_load((project / "params.yaml").read_text()), yaml.safe_load((project / TINY).read_text()))
@@ -286,8 +287,9 @@ def test_snakemake_reruns_only_what_a_change_invalidates(snakemake_first: dict) 
     )
 
 
-def test_dvc_reruns_only_what_a_change_invalidates(dvc_first: dict) -> None:
-    project = dvc_first["project"]
+def test_dvc_reruns_only_what_a_change_invalidates(dvc_first: dict, tmp_path: Path) -> None:
+    project = tmp_path / "dvc"
+    shutil.copytree(dvc_first["project"], project, symlinks=True)  # dvc_first is shared: keep it as run
     dvc = str(BIN / "dvc")
     nothing = _run([dvc, "repro"], project)
     assert nothing.returncode == 0 and dvc_jobs(nothing.stdout + nothing.stderr) == {}

@@ -2,7 +2,7 @@
 DVC remote (a local folder), pull it into a fresh clone with `make pull`, and neither driver re-runs
 anything; the clone holds the same files, and a later change still re-runs what it invalidates.
 
-The pushing clone is test_drivers' `dvc_first` project (the tiny study through `dvc repro`).
+The pushing clone is a copy of conftest's `dvc_first` project (the tiny study through `dvc repro`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_drivers import (  # noqa: F401 (dvc_first: the fixture, rebuilt for this module)
+from test_drivers import (
     AFTER_LR_CHANGE,
     BIN,
     NBOW_LR,
@@ -21,7 +21,6 @@ from test_drivers import (  # noqa: F401 (dvc_first: the fixture, rebuilt for th
     RUN_TIMEOUT,
     _env,
     _set_params,
-    dvc_first,
     dvc_jobs,
     snakemake_jobs,
 )
@@ -79,9 +78,10 @@ def pull(project: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def pushed(dvc_first: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def pushed(dvc_first: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny study pushed to a local folder remote, dvc.lock and the remote committed to git."""
-    origin = dvc_first["project"]
+    origin = tmp_path_factory.mktemp("origin") / "project"
+    shutil.copytree(dvc_first["project"], origin, symlinks=True)  # dvc_first is shared: keep it as run
     shutil.copy2(PROJECT_ROOT / "Makefile", origin / "Makefile")
     remote = tmp_path_factory.mktemp("remote")
     _ok([DVC, "remote", "add", "-d", "local", str(remote)], origin)
