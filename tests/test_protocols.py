@@ -24,7 +24,7 @@ from csbench.evaluate.protocols import (
     SampledDistractors,
     best_threshold,
 )
-from csbench.evaluate.runner import LATENCY_SAMPLE, evaluate_pool, top_k, trec_bytes
+from csbench.evaluate.runner import LATENCY_SAMPLE, build_index, evaluate_pool, search, top_k, trec_bytes
 
 # ---------------------------------------------------------------------------------------------
 # the registry and the plans
@@ -330,6 +330,20 @@ def test_evaluate_pool_notes_and_metrics(evaluated: dict) -> None:
 def test_evaluate_pool_scores_each_query_once(evaluated: dict) -> None:
     # once for the ranking, plus the queries answered alone for the latency figures
     assert evaluated["retriever"].calls == POOL_SIZE + LATENCY_SAMPLE
+
+
+def test_search_without_latency_scores_each_query_once_and_ranks_the_same(evaluated: dict) -> None:
+    # `csbench robust` discards the timings: timing 100 queries one by one was two thirds of a
+    # MiniLM point's search time, for figures nobody reads
+    retriever = FakeRetriever(evaluated["ids"], evaluated["matrix"])
+    index = build_index(lambda: retriever, evaluated["pool"], ["full-corpus", "csn-1000"], None, None)
+    outcomes, timings = search(
+        index, evaluated["pool"], ["full-corpus", "csn-1000"], RUN_DEPTH, RUN_NAME, progress=False, latency=False
+    )
+    assert retriever.calls == POOL_SIZE
+    assert not any(key.startswith("query_latency") for key in timings)
+    for name in ("full-corpus", "csn-1000"):
+        assert outcomes[name].ranks == evaluated["outcomes"][name].ranks
 
 
 def test_evaluate_pool_skips_queries_no_protocol_evaluates() -> None:

@@ -582,6 +582,7 @@ def cmd_robust(args: argparse.Namespace) -> int:
             progress=False,
             codebase=codebase,
             memory_mb=memory_mb,
+            latency=False,  # the point records no timings
         )
         outcome = outcomes[protocol]
         write_json(

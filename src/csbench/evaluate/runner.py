@@ -228,10 +228,14 @@ def search(
     codebase: pd.DataFrame | None = None,
     valid: pd.DataFrame | None = None,
     memory_mb: float = DEFAULT_MEMORY_MB,
+    latency: bool = True,
 ) -> tuple[dict[str, ProtocolOutcome | MatchingOutcome], dict[str, float]]:
     """Rank each query of the test split ``pool`` (or ``queries``, one text per test record: a
     perturbed query set) against the indexed pools under each protocol; decide the pairs of a
-    matching protocol (its threshold chosen on ``valid``, the validation split)."""
+    matching protocol (its threshold chosen on ``valid``, the validation split). ``latency``:
+    also time ``LATENCY_SAMPLE`` queries answered one at a time (the timings' latency figures);
+    a caller that discards the timings turns it off, since one-by-one encoding dominates a dense
+    model's search."""
     ids = pool["id"].tolist()
     plans = _plans(pool, protocols, codebase)
     kinds = pool_kinds(pool, protocols, codebase, valid)
@@ -247,7 +251,7 @@ def search(
     preparers = [prepare for prepare in preparers if prepare is not None]
     for prepare in preparers:
         prepare([])  # forget the vectors of an earlier query set: the latencies encode each query
-    latencies = _query_latencies(index, searched, queries)
+    latencies = _query_latencies(index, searched, queries) if latency else []
     t0 = time.perf_counter()
     for prepare in preparers:  # dense retrievers encode all queries at once, in batches
         prepare(queries)
