@@ -18,6 +18,9 @@ from test_drivers import BIN, RUN_TIMEOUT, TINY, _copy_project, _env
 
 from csbench.launch import ACCELERATE_CONFIG, gpu_count, train_command, training_processes
 
+# jobs run csbench with snakemake's own interpreter (its script's shebang: python or python3)
+SNAKEMAKE_PYTHON = (BIN / "snakemake").read_text().splitlines()[0].removeprefix("#!").strip()
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PYTHON = "/venv/bin/python"
 TRAINING = "python-stdlib/none/nbow/ce/0"  # the tiny study's nbow on the unattacked split
@@ -130,7 +133,7 @@ def _train_command(output: str) -> str:
 @pytest.mark.parametrize(
     ("resources", "expected"),
     [
-        ((), "python3 -m csbench --quiet train "),
+        ((), f"{SNAKEMAKE_PYTHON} -m csbench --quiet train "),
         (("train:gpu=2",), "--num_processes 2 --num_machines 1 --main_process_port 0 "),
         (("train:gres='gpu:a100:3'",), "--num_processes 3 "),
         (("train:cpu_processes=2",), "CUDA_VISIBLE_DEVICES= "),
