@@ -67,6 +67,18 @@ def train_launch(wildcards, threads, resources):
     return launch.train_command(PYTHON, gpus, int(resources.get("cpu_processes", 1)), threads)
 
 
+ENCODER_THREADS = 4  # torch gains little beyond this on batches of short queries
+
+
+def encoder_threads(wildcards):
+    """Threads of a job that encodes many queries (robust): up to ENCODER_THREADS for a transformer,
+    one for the others. A transformer's robust job is the longest of the default study; torch runs
+    it 1.6x faster on 2 threads than on 1, and one core left idle beside it could not run the
+    attack / train jobs, which take the whole machine. Under SLURM (cores: 512) it asks 4 CPUs."""
+    family = CFG.model_spec(wildcards.model).family
+    return min(workflow.cores, ENCODER_THREADS) if family in ("hf", "cross") else 1
+
+
 wildcard_constraints:
     dataset=_alternatives(CFG.datasets),
     attack=_alternatives(CFG.attacks),

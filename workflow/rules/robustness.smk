@@ -42,6 +42,7 @@ rule robust:
         configs=CONFIG_ARGS,
         code=paths.code_digest("robust"),
         protocol=tracked("robustness", "protocol"),
+    threads: encoder_threads
     log:
         "logs/robust/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
     conda:
