@@ -49,6 +49,11 @@ SAME_FILES = (
     "results/robustness/**/*.png",
     "results/summary.csv",
     "results/summary.md",
+    "results/tables/*.md",
+    "results/tables/*.csv",
+    "results/tables/*.tex",
+    "results/tables/*.html",
+    "results/figures/**/*.png",
 )
 TINY_ATTACKS = ("none", "no_comment", "ordered_id+translation")
 # Runs: bm25 (zero-shot) on 3 attacks, and nbow trained on each attack (confused) and evaluated

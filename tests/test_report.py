@@ -1,5 +1,5 @@
-"""The report's figures and table pages (csbench.results.figures) and the HTML report of
-`snakemake --report`, opened in headless Chromium.
+"""The report's figures (csbench.results.figures), the summary's page (csbench.results.report) and
+the HTML report of `snakemake --report`, opened in headless Chromium.
 
 The end-to-end test runs a small study through scripts/snakemake.sh (what `make run` calls: it ends
 by writing results/report.html), then drives Chromium over the DevTools protocol on a pipe (no
@@ -26,11 +26,13 @@ from test_drivers import TINY, _copy_project, _run, _set_overlay
 from csbench.results.figures import (
     by_severity,
     figure_specs,
+    model_label,
     severity_scores,
     training_histories,
     write_figures,
-    write_table_pages,
 )
+from csbench.results.report import summary_page
+from csbench.results.tables import METRIC_LABELS, attacks_weighted, seed_means
 
 CHROMIUM = shutil.which("chromium")
 THESIS_ATTACKS = [
@@ -45,7 +47,7 @@ def _scores(rows: list[tuple]) -> pd.DataFrame:
     columns = ["dataset", "attack", "model", "loss", "seed", "inference", "protocol", "metric", "value"]
     frame = pd.DataFrame(rows, columns=columns)
     frame["run_id"] = frame[columns[:6]].astype(str).agg("/".join, axis=1)
-    return frame
+    return frame.assign(study="unit", language="python", perturbation="none", ratio=0.0)
 
 
 # ------------------------------------------------------------------------------------------ severity
@@ -80,6 +82,39 @@ def test_severity_scores_average_seeds_then_weight_datasets_by_their_queries() -
     assert scores["mrr"]["nbow (confused)"]["no_comment"] == pytest.approx(0.2625)
     assert "bm25" not in scores["mrr"]  # a run without a value is left out, not drawn as 0
     assert set(scores) == {"mrr"}  # only the metrics the runs have
+
+
+def test_severity_figure_shows_the_numbers_of_thesis_table_5_16() -> None:
+    """2 datasets x 2 seeds x 3 attacks, two models: each point of the severity figure is the cell
+    of attacks_weighted (the size-weighted table) for that model, attack and metric."""
+    rows = []
+    for d, (dataset, n) in enumerate((("small", 120), ("large", 480))):
+        for a, attack in enumerate(("no_comment", "k_shift_dataset-3", "full_hash")):
+            for seed in (0, 1):
+                for model, loss, inference in (("nbow", "ce", "confused"), ("bm25", "none", "zero_shot")):
+                    base = (dataset, attack, model, loss, seed, inference, "full-corpus")
+                    score = 0.9 - 0.2 * a - 0.1 * d + 0.05 * seed + (0.03 if model == "bm25" else 0.0)
+                    rows += [
+                        (*base, m, score * f) for m, f in (("mrr", 1.0), ("r@1", 0.7), ("r@5", 1.1), ("r@10", 1.2))
+                    ]
+                    rows.append((*base, "n_queries", n))
+    scores = _scores(rows)
+    table = attacks_weighted(seed_means(scores))
+    figure = severity_scores(scores, "full-corpus")
+    assert set(figure) == {"mrr", "r@1", "r@5", "r@10"}
+    compared = 0
+    for keys, cells in table.rows:
+        row = dict(zip(table.key_names, keys, strict=True))
+        label = model_label(row["model"], row.get("loss", "none"), row["inference"], several_losses=False)
+        for (attack, metric_label), cell in zip(table.columns, cells, strict=True):
+            metric = next(m for m, shown in METRIC_LABELS.items() if shown == metric_label)
+            assert figure[metric][label][attack] == cell.mean  # the same numbers, not merely close
+            compared += 1
+    assert compared == 2 * 3 * 4  # models x attacks x metrics
+    # and not a plain mean: the large dataset weighs four times the small one
+    plain = (0.9 + 0.025 + 0.8 + 0.025) / 2
+    assert figure["mrr"]["nbow (confused)"]["no_comment"] == pytest.approx(0.9 * 0.2 + 0.8 * 0.8 + 0.025)
+    assert figure["mrr"]["nbow (confused)"]["no_comment"] != pytest.approx(plain)
 
 
 def test_figure_specs_name_one_severity_figure_per_protocol_and_one_training_figure_per_configuration() -> None:
@@ -139,38 +174,15 @@ def test_write_figures_fails_on_a_missing_training_record(tmp_path: Path) -> Non
         write_figures(tmp_path, scores, {"d/none/nbow/ce/0": tmp_path / "missing.json"})
 
 
-# -------------------------------------------------------------------------------------- table pages
-def test_table_pages_show_the_markdown_tables_and_the_summary(tmp_path: Path) -> None:
-    pd.DataFrame({"model": ["bm25", "nbow"], "mrr": [0.123456, None]}).to_csv(tmp_path / "summary.csv", index=False)
-    tables = tmp_path / "tables"
-    tables.mkdir()
-    (tables / "t.md").write_text(
-        "### T & U\n\nUnder `full-corpus`, in %.\n\n"
-        "| attack | MRR [%] |\n|---|---:|\n| a<b | **12.50** |\n| c | -3.10 |\n"
-    )
-    (tables / "index.json").write_text(json.dumps([{"name": "t", "title": "T & U", "caption": "c"}]))
-    (tables / "gone.html").write_text("<table></table>")
-
-    written = write_table_pages(tmp_path)
-
-    assert sorted(p.name for p in written) == ["summary.html", "t.html"]
-    assert not (tables / "gone.html").exists()  # a table the study no longer has
-    page = (tables / "t.html").read_text()
-    assert "<title>T &amp; U</title>" in page and "<h3>T &amp; U</h3>" in page
+# -------------------------------------------------------------------------------------- summary page
+def test_summary_page_shows_every_row_with_na_offline() -> None:
+    frame = pd.DataFrame({"model": ["bm25", "nbow"], "mrr": [0.123456, None]})
+    page = summary_page(frame, "Scores & more", "Under `full-corpus`, in %.")
+    assert "<title>Scores &amp; more</title>" in page and "<h1>Scores &amp; more</h1>" in page
     assert "<p>Under <code>full-corpus</code>, in %.</p>" in page
-    assert '<td style="text-align:left">a&lt;b</td><td style="text-align:right"><b>12.50</b></td>' in page
-    assert page.count("</tr>") == 3  # header and two rows
-    summary = (tables / "summary.html").read_text()
-    assert "0.1235" in summary and "n/a" in summary and summary.count("</tr>") == 3
-    assert "http" not in page + summary  # nothing fetched from the network
-
-
-def test_table_pages_fail_when_a_listed_table_is_missing(tmp_path: Path) -> None:
-    pd.DataFrame({"model": ["bm25"]}).to_csv(tmp_path / "summary.csv", index=False)
-    (tmp_path / "tables").mkdir()
-    (tmp_path / "tables/index.json").write_text(json.dumps([{"name": "t", "title": "T", "caption": "c"}]))
-    with pytest.raises(FileNotFoundError, match="'t' was not written"):
-        write_table_pages(tmp_path)
+    assert "0.1235" in page and "n/a" in page
+    assert page.count("<tr") == 3  # header and two rows
+    assert "http" not in page  # nothing fetched from the network
 
 
 # ------------------------------------------------------------------------- the report, in Chromium

@@ -1,4 +1,4 @@
-"""The aggregate phase (csbench.results.collect) and atomic file output (csbench.io).
+"""The aggregate phase (csbench.results.report, csbench.results.collect) and atomic file output (csbench.io).
 
 Run folders are written in the shape ``csbench.cli.cmd_evaluate`` writes them; one test runs
 ``csbench evaluate`` and ``csbench aggregate`` for real on a tiny synthetic test split.
@@ -19,7 +19,8 @@ import yaml
 from csbench.cli import main
 from csbench.evaluate.metrics import rank_metrics
 from csbench.io import atomic_open, atomic_path, write_json, write_text
-from csbench.results.collect import aggregate, collect
+from csbench.results.collect import collect, relative_drop, results_rows, robustness_frames
+from csbench.results.report import aggregate
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PARAMS = PROJECT_ROOT / "params.yaml"
@@ -142,16 +143,18 @@ def test_summary_csv_one_row_per_run_and_protocol(tmp_path, two_runs) -> None:
     assert len(table) == 4
     keys = ["dataset", "attack", "model", "loss", "seed", "inference", "protocol"]
     metrics = ["n_queries", "mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank"]
-    assert list(csv.columns) == [*keys, *metrics, "mrr_vs_no_comment_%"]
+    assert list(csv.columns) == [*keys, *metrics, "mrr_drop_vs_no_comment_%"]
     assert not csv.duplicated(subset=keys).any()
     row = csv[(csv["attack"] == "no_comment") & (csv["protocol"] == "full-corpus")].iloc[0]
     assert row["n_queries"] == 4
     assert row["mrr"] == pytest.approx((1 / 3 + 1 / 3 + 1 / 6 + 1 / 10) / 4)
     assert row["r@5"] == pytest.approx(0.5)
     assert row["median_rank"] == pytest.approx(4.5)
-    assert row["mrr_vs_no_comment_%"] == pytest.approx(0.0)
+    assert row["mrr_drop_vs_no_comment_%"] == pytest.approx(0.0)
     none = csv[(csv["attack"] == "none") & (csv["protocol"] == "full-corpus")].iloc[0]
-    assert none["mrr_vs_no_comment_%"] == pytest.approx((0.625 / row["mrr"] - 1) * 100)  # +167.9 %
+    # the thesis's sign (Tables 5.5-5.15): (no_comment - attack) / no_comment, so a gain is negative
+    assert none["mrr_drop_vs_no_comment_%"] == pytest.approx((row["mrr"] - 0.625) / row["mrr"] * 100)  # -167.9 %
+    assert none["mrr_drop_vs_no_comment_%"] == pytest.approx(relative_drop(0.625, row["mrr"]))
     empty = csv[csv["protocol"] == "csn-1000"]
     assert (empty["n_queries"] == 0).all()
     assert empty["mrr"].isna().all()
@@ -169,12 +172,13 @@ def test_summary_md_shows_na_and_lists_the_note(tmp_path, two_runs) -> None:
     for line in csn:
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[7] == "0"  # n_queries
-        assert cells[8:] == ["n/a"] * 8  # seven metrics and the change against no_comment
+        assert cells[8:] == ["n/a"] * 8  # seven metrics and the drop against no_comment
     full = next(
         line for line in table_rows if line.startswith("| python-stdlib | none |") and "| full-corpus |" in line
     )
     # nDCG@10 of ranks 1, 2, 1, 1500: (1 + 1 / log2(3) + 1 + 0) / 4 = 0.6577
-    assert "| 4 | 0.6250 | 0.5000 | 0.7500 | 0.7500 | 0.6577 | 376.0 | 1.5 | +167.9 |" in full
+    assert "| 4 | 0.6250 | 0.5000 | 0.7500 | 0.7500 | 0.6577 | 376.0 | 1.5 | -167.9 |" in full
+    assert "positive = loss" in text
     assert "Notes:" in text
     assert f"- python-stdlib/none csn-1000: {SMALL_POOL_NOTE}" in text
     assert f"- python-stdlib/no_comment csn-1000: {SMALL_POOL_NOTE}" in text
@@ -186,7 +190,7 @@ def test_summary_md_has_no_notes_section_without_notes(tmp_path) -> None:
     text = (tmp_path / "results" / "summary.md").read_text()
     assert "Notes:" not in text
     row = next(line for line in text.splitlines() if line.startswith("| python-stdlib |"))
-    assert "n/a" not in row.rsplit("|", 2)[0]  # every metric is there; only the change has no baseline
+    assert "n/a" not in row.rsplit("|", 2)[0]  # every metric is there; only the drop has no baseline
     assert row.endswith("| n/a |")
 
 
@@ -230,6 +234,127 @@ def test_collect_long_table_shape(two_runs) -> None:
     assert set(runs["study"]) == {"unit"}
     assert set(runs["language"]) == {"python"}
     assert json.loads(runs["inputs_sha256"][0]) == {"data/attacked/python-stdlib/none/test.parquet": "cd" * 32}
+
+
+def test_summary_drop_is_the_thesis_relative_drop_with_a_loss_positive(tmp_path) -> None:
+    runs = [
+        _write_run(tmp_path, "corpus", "no_comment", {"full-corpus": [1, 1, 2, 2]}),  # MRR 0.75
+        _write_run(tmp_path, "corpus", "full_hash", {"full-corpus": [2, 4, 4, 4]}),  # MRR 0.3125
+        _write_run(tmp_path, "other", "full_hash", {"full-corpus": [1, 1]}),  # no no_comment run
+    ]
+    table = aggregate(runs, tmp_path / "results", "unit").set_index(["dataset", "attack"])
+    drops = table["mrr_drop_vs_no_comment_%"]
+    assert drops[("corpus", "full_hash")] == pytest.approx(58.333333)  # (0.75 - 0.3125) / 0.75
+    assert drops[("corpus", "no_comment")] == 0.0
+    assert np.isnan(drops[("other", "full_hash")])
+    assert "| +58.3 |" in (tmp_path / "results" / "summary.md").read_text()
+
+
+ROBUST_RUN = "d/no_comment/bm25/none/0/zero_shot"
+ROBUST_RECORD = {  # every field a robustness record has, with a missing drop (None) and flip rate
+    "run": {
+        "dataset": "d",
+        "attack": "no_comment",
+        "model": "bm25",
+        "loss": "none",
+        "seed": 0,
+        "inference": "zero_shot",
+    },
+    "protocol": "full-corpus",
+    "curves": {"case": {"0": 0.8, "0.5": 0.6}, "question": {"1": 0.7}},
+    "fixed": ["question"],
+    "summary": {
+        "per_perturbation": {
+            "case": {"ir_auc": 0.7, "relative_drop": {"0.0": 0.0, "0.5": None}},
+            "question": {"ir_auc": 0.7},
+        },
+        "macro_ir_auc": 0.7,
+        "micro_ir_auc": 0.65,
+    },
+    "robust_mrr": {"0.5": 0.55},
+    "flip_rate": {"case": {"0.5": 0.25}, "question": {"1": 0.1}},
+}
+ROBUST_RUNS = pd.DataFrame(
+    [
+        {
+            "run_id": ROBUST_RUN,
+            "study": "s",
+            "language": "python",
+            "git_commit": "c0",
+            "git_dirty": False,
+            "params_sha256": "p0",
+            "created": "t0",
+            "packages": '{"csbench": "0.1.0"}',
+            "device": "cpu",
+        }
+    ]
+)
+
+
+def test_results_rows_of_a_robustness_record() -> None:
+    """The rows as the implementation before robustness_long wrote them (order included)."""
+    rows = results_rows(pd.DataFrame(columns=["run_id"]), ROBUST_RUNS, {ROBUST_RUN: ROBUST_RECORD})
+    shared = {
+        "study": "s",
+        "language": "python",
+        "git_commit": "c0",
+        "git_dirty": 0,
+        "params_sha256": "p0",
+        "created": "t0",
+        "csbench_version": "0.1.0",
+        "device": "cpu",
+        "dataset": "d",
+        "attack": "no_comment",
+        "model": "bm25",
+        "loss": "none",
+        "seed": 0,
+        "inference": "zero_shot",
+    }
+    expected = [
+        ("case", 0.0, "mrr", 0.8),
+        ("case", 0.0, "relative_drop", 0.0),
+        ("case", 0.5, "mrr", 0.6),
+        ("case", 0.5, "relative_drop", None),  # in the record, without a value (clean MRR 0)
+        ("case", 0.5, "flip_rate", 0.25),
+        ("case", None, "ir_auc", 0.7),
+        ("question", 1.0, "mrr", 0.7),
+        ("question", 1.0, "flip_rate", 0.1),
+        ("question", None, "ir_auc", 0.7),
+        ("*", 0.5, "robust_mrr", 0.55),
+        ("macro", None, "ir_auc", 0.7),
+        ("micro", None, "ir_auc", 0.65),
+    ]
+    assert rows == [
+        {
+            **shared,
+            "perturbation": p,
+            "ratio": r,
+            "protocol": "full-corpus",
+            "metric": m,
+            "value": v,
+            "run_id": ROBUST_RUN,
+        }
+        for p, r, m, v in expected
+    ]
+
+
+def test_robustness_frames_hold_the_same_points_as_the_results_rows() -> None:
+    points, aucs = robustness_frames({ROBUST_RUN: ROBUST_RECORD})
+    assert list(points.columns[-5:]) == ["perturbation", "ratio", "mrr", "relative_drop", "flip_rate"]
+    got = [tuple(None if pd.isna(v) else v for v in row) for row in points.iloc[:, -5:].itertuples(index=False)]
+    assert got == [
+        ("case", 0.0, 0.8, 0.0, None),
+        ("case", 0.5, 0.6, None, 0.25),
+        ("question", 1.0, 0.7, None, 0.1),
+        ("*", 0.5, 0.55, None, None),  # the robust MRR
+    ]
+    assert set(points["run_id"]) == {ROBUST_RUN} and set(points["protocol"]) == {"full-corpus"}
+    assert list(zip(aucs["perturbation"], aucs["ir_auc"], strict=True)) == [
+        ("case", 0.7),
+        ("question", 0.7),
+        ("macro", 0.7),
+        ("micro", 0.65),
+    ]
 
 
 def toy_pool(n: int = 40) -> pd.DataFrame:

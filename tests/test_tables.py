@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from csbench.io import write_json
-from csbench.results.collect import aggregate
+from csbench.results.report import aggregate
 from csbench.results.tables import (
     Cell,
     Table,
@@ -24,6 +25,7 @@ from csbench.results.tables import (
     latex_escape,
     relative_drop,
     table_specs,
+    to_html,
     to_latex,
     to_markdown,
     write_tables,
@@ -316,14 +318,91 @@ def test_markdown_escapes_pipes() -> None:
     assert "| x\\|y | 1.00 |" in to_markdown(table) and "| model | a\\|b |" in to_markdown(table)
 
 
+class HtmlTable(HTMLParser):
+    """The header rows (text, colspan, rowspan of each <th>), body rows (text of each <td>) and
+    the text of <title>, <h3> and <p> of a page."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.head: list[list[tuple[str, int, int]]] = []
+        self.body: list[list[str]] = []
+        self.text: dict[str, str] = {}
+        self._tag: str | None = None
+        self._span = (1, 1)
+        self._in_body = False
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = dict(attrs)
+        if tag == "tbody":
+            self._in_body = True
+        elif tag == "tr":
+            (self.body if self._in_body else self.head).append([])
+        elif tag in ("th", "td", "title", "h3", "p"):
+            self._tag, self._parts = tag, []
+            self._span = (int(named.get("colspan") or 1), int(named.get("rowspan") or 1))
+
+    def handle_data(self, data: str) -> None:
+        if self._tag:
+            self._parts.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag != self._tag:
+            return
+        text, self._tag = "".join(self._parts), None
+        if tag == "th":
+            self.head[-1].append((text, *self._span))
+        elif tag == "td":
+            self.body[-1].append(text)
+        else:
+            self.text[tag] = text
+
+
+def markdown_body(markdown: str) -> list[list[str]]:
+    """The body rows of the pipe table of ``to_markdown`` (pipes unescaped)."""
+    lines = [line for line in markdown.splitlines() if line.startswith("|")][2:]
+    return [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]
+
+
+def test_html_page_has_the_markdown_cells_under_grouped_headers() -> None:
+    rows = [row("mrr", v, seed=s) for s, v in enumerate((0.3, 0.5))] + [row("r@1", 0.25)]
+    rows += [row("mrr", 0.2, attack="ordered_id"), row("mrr", 0.4, dataset="d2")]  # d2: no r@1
+    for table in build_tables(rows):
+        page = HtmlTable(to_html(table))
+        assert page.body == markdown_body(to_markdown(table)), table.spec.name
+        assert page.text["title"] == page.text["h3"] == table.spec.title
+        assert page.text["p"] == table.spec.caption.replace("`", "")  # code spans as <code>
+    absolute = by_name(build_tables(rows))["attacks_absolute"]
+    page = HtmlTable(to_html(absolute))
+    # keys attack, model span both header rows; d1 groups MRR and Top-1, d2 only MRR
+    assert page.head == [
+        [("attack", 1, 2), ("model", 1, 2), ("d1", 2, 1), ("d2", 1, 1)],
+        [("MRR", 1, 1), ("Top-1", 1, 1), ("MRR", 1, 1)],
+    ]
+    assert page.body[0] == ["no_comment", "nbow", "0.400 ± 0.141", "0.250", "0.400"]
+    assert page.body[1] == ["ordered_id", "nbow", "0.200", "n/a", "n/a"]
+
+
+def test_html_page_escapes_its_text_and_has_one_header_row_without_groups() -> None:
+    spec = TableSpec(name="t", title="T & U", caption="Under `a<b`, in %.")
+    table = Table(spec=spec, key_names=("model",), columns=(("", "a|b"),), rows=((("x<y",), (Cell(1.0),)),), decimals=2)
+    html = to_html(table)
+    assert "<title>T &amp; U</title>" in html and "<p>Under <code>a&lt;b</code>, in %.</p>" in html
+    assert HtmlTable(html).head == [[("model", 1, 1), ("a|b", 1, 1)]]
+    assert HtmlTable(html).body == [["x<y", "1.00"]]
+    assert "http" not in html  # nothing fetched from the network
+
+
 def test_an_empty_study_writes_no_table_and_removes_stale_ones(tmp_path) -> None:
     stale = tmp_path / "tables" / "ir_auc.md"
     stale.parent.mkdir(parents=True)
     stale.write_text("from an earlier study")
+    stale_page = tmp_path / "tables" / "ir_auc.html"
+    stale_page.write_text("<table></table>")
     unrelated = tmp_path / "tables" / "notes.md"
     unrelated.write_text("not a table of this module")
     assert write_tables(tmp_path, [], {}) == []
-    assert not stale.exists() and unrelated.exists()
+    assert not stale.exists() and not stale_page.exists() and unrelated.exists()
     assert json.loads((tmp_path / "tables" / "index.json").read_text()) == []
     assert table_specs([row("mrr", None)]) == []  # a row without a value is no data either
 
@@ -332,7 +411,8 @@ def test_write_tables_writes_md_tex_csv_per_spec(tmp_path) -> None:
     rows = [row("mrr", v, seed=s) for s, v in enumerate((0.3, 0.5))] + [row("mrr", 0.2, attack="ordered_id")]
     written = write_tables(tmp_path, rows)
     specs = table_specs(rows)
-    assert sorted(p.name for p in written) == sorted(f"{s.name}{x}" for s in specs for x in (".md", ".tex", ".csv"))
+    suffixes = (".md", ".tex", ".csv", ".html")
+    assert sorted(p.name for p in written) == sorted(f"{s.name}{x}" for s in specs for x in suffixes)
     csv = pd.read_csv(tmp_path / "tables" / "attacks_absolute.csv")
     assert list(csv.columns[:3]) == ["attack", "model", "python MRR"]
     assert csv.loc[csv["attack"] == "no_comment", "python MRR"].item() == pytest.approx(0.4)
@@ -370,3 +450,11 @@ def test_aggregate_writes_the_tables(tmp_path) -> None:
     names = [entry["name"] for entry in json.loads((tables / "index.json").read_text())]
     assert names == ["mrr_by_language", "attacks_absolute", "attacks_relative", "datasets"]
     assert "| full_hash | bm25 | 75.00 |" in (tables / "attacks_relative.md").read_text()
+    # each table's page for the report, with the cells of its Markdown; and the summary's page
+    assert sorted(p.name for p in tables.glob("*.html")) == sorted([f"{n}.html" for n in names] + ["summary.html"])
+    for name in names:
+        page = HtmlTable((tables / f"{name}.html").read_text())
+        assert page.body and page.body == markdown_body((tables / f"{name}.md").read_text())
+    summary = HtmlTable((tables / "summary.html").read_text())
+    assert len(summary.body) == 2 and "mrr_drop_vs_no_comment_%" in [t for t, _, _ in summary.head[0]]
+    assert "positive = loss" in summary.text["p"]

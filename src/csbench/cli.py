@@ -631,7 +631,7 @@ def cmd_robustness(args: argparse.Namespace) -> int:
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
-    from csbench.results.collect import aggregate
+    from csbench.results.report import aggregate
 
     config = _config(args)
     run_dirs = [paths.run_dir(run.path) for run in config.runs()]

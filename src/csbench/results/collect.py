@@ -6,16 +6,18 @@ Jobs never write to the database: this phase rebuilds it from the run records ea
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from pathlib import Path
 
 import pandas as pd
 
-from csbench.io import atomic_path, write_json, write_text
+from csbench.io import atomic_path
 
 SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "accuracy")
 BASELINE_ATTACK = "no_comment"  # every other attack is compared with it (thesis section 3.3.1)
-CHANGE_COLUMN = "mrr_vs_no_comment_%"
+DROP_COLUMN = "mrr_drop_vs_no_comment_%"  # relative_drop of MRR against no_comment: positive = loss
+ROBUST_MRR_PERTURBATION = "*"  # robust MRR: each query's worst over the perturbations at a ratio
 RUN_COLUMNS = ("study", "dataset", "language", "attack", "model", "loss", "seed", "inference")
 
 
@@ -25,6 +27,27 @@ def load_run(run_dir: Path) -> tuple[dict, dict]:
         if not path.is_file():
             raise FileNotFoundError(f"run record {path} is missing: run the evaluate phase for {run_dir} first")
     return json.loads(metrics_path.read_text()), json.loads(provenance_path.read_text())
+
+
+def load_robustness(files: dict[str, Path]) -> dict[str, dict]:
+    """The robustness records (robustness.json) by run path."""
+    records = {}
+    for run_path, file in files.items():
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} is missing: run `csbench robustness` for {run_path} first")
+        records[run_path] = json.loads(file.read_text())
+    return records
+
+
+def protocol_notes(run_dirs: list[Path]) -> dict[str, str]:
+    """Each run's note on a protocol (e.g. why it evaluated no query), by ``dataset/attack protocol``."""
+    notes: dict[str, str] = {}
+    for run_dir in run_dirs:
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        for protocol, info in metrics.get("protocols", {}).items():
+            if info.get("note"):
+                notes[f"{metrics['run']['dataset']}/{metrics['run']['attack']} {protocol}"] = info["note"]
+    return notes
 
 
 def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -64,32 +87,57 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(score_rows), pd.DataFrame(run_rows)
 
 
+def robustness_long(record: dict) -> list[dict]:
+    """One robustness record as long rows (perturbation, ratio, protocol, metric, value), in the
+    order of the `results` table: per perturbation, each point of its curve (ratio 0 is the clean
+    MRR the curve starts from) with ``mrr``, ``relative_drop`` and ``flip_rate`` where the record
+    has them, then its ``ir_auc`` (ratio None: an area over every ratio); per ratio the robust MRR
+    (perturbation ``*``, metric ``robust_mrr``); then ``ir_auc`` as ``macro`` and ``micro``."""
+    protocol, summary = record["protocol"], record["summary"]
+    rows: list[dict] = []
+
+    def add(perturbation: str, ratio: float | None, metric: str, value: object) -> None:
+        rows.append(
+            {"perturbation": perturbation, "ratio": ratio, "protocol": protocol, "metric": metric, "value": value}
+        )
+
+    for name, curve in record["curves"].items():
+        drops = summary["per_perturbation"][name].get("relative_drop", {})
+        flips = record["flip_rate"].get(name, {})
+        for label, mrr in curve.items():
+            ratio = float(label)
+            add(name, ratio, "mrr", mrr)
+            if str(ratio) in drops:
+                add(name, ratio, "relative_drop", drops[str(ratio)])
+            if label in flips:
+                add(name, ratio, "flip_rate", flips[label])
+        add(name, None, "ir_auc", summary["per_perturbation"][name]["ir_auc"])
+    for label, value in record["robust_mrr"].items():
+        add(ROBUST_MRR_PERTURBATION, float(label), "robust_mrr", value)
+    for name in ("macro", "micro"):
+        add(name, None, "ir_auc", summary[f"{name}_ir_auc"])
+    return rows
+
+
 def robustness_frames(records: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Long tables of the robustness records: one row per (run, perturbation, ratio) point with its
     MRR, relative drop and flip rate (and the robust MRR per ratio as perturbation ``*``); one row
-    per (run, perturbation) IR-AUC, plus ``macro`` and ``micro``."""
+    per (run, perturbation) IR-AUC, plus ``macro`` and ``micro``. Built from ``robustness_long``."""
     points, aucs = [], []
     for run_path, record in records.items():
         base = {"run_id": run_path, **record["run"], "protocol": record["protocol"]}
-        per = record["summary"]["per_perturbation"]
-        for name, curve in record["curves"].items():
-            drops = per[name].get("relative_drop", {})
-            for ratio, mrr in curve.items():
-                points.append(
-                    {
-                        **base,
-                        "perturbation": name,
-                        "ratio": float(ratio),
-                        "mrr": mrr,
-                        "relative_drop": drops.get(str(float(ratio))),
-                        "flip_rate": record["flip_rate"].get(name, {}).get(ratio),
-                    }
-                )
-            aucs.append({**base, "perturbation": name, "ir_auc": per[name]["ir_auc"]})
-        for ratio, value in record["robust_mrr"].items():
-            points.append({**base, "perturbation": "*", "ratio": float(ratio), "mrr": value})
-        aucs.append({**base, "perturbation": "macro", "ir_auc": record["summary"]["macro_ir_auc"]})
-        aucs.append({**base, "perturbation": "micro", "ir_auc": record["summary"]["micro_ir_auc"]})
+        by_point: dict[tuple[str, float], dict] = {}  # first appearance: the curves', then robust MRR
+        for row in robustness_long(record):
+            name, ratio, metric = row["perturbation"], row["ratio"], row["metric"]
+            if metric == "ir_auc":
+                aucs.append({**base, "perturbation": name, "ir_auc": row["value"]})
+                continue
+            if (name, ratio) not in by_point:
+                # a curve point names every column (None where the record has no value); robust MRR only its own
+                blank = {} if name == ROBUST_MRR_PERTURBATION else {"relative_drop": None, "flip_rate": None}
+                by_point[(name, ratio)] = {**base, "perturbation": name, "ratio": ratio, "mrr": None, **blank}
+            by_point[(name, ratio)]["mrr" if metric == "robust_mrr" else metric] = row["value"]
+        points += by_point.values()
     return pd.DataFrame(points), pd.DataFrame(aucs)
 
 
@@ -206,7 +254,6 @@ RESULT_KEY = (
     "protocol",
     "metric",
 )
-ROBUST_MRR_PERTURBATION = "*"  # robust MRR: each query's worst over the perturbations at a ratio
 PROVENANCE_COLUMNS = ("git_commit", "git_dirty", "params_sha256", "created", "csbench_version", "device")
 RESULT_COLUMNS = (*RESULT_KEY, "value", "run_id", *PROVENANCE_COLUMNS)
 _SQL_TYPES = {"ratio": "REAL", "seed": "INTEGER", "value": "REAL", "git_dirty": "INTEGER"}
@@ -224,12 +271,9 @@ def _native(value: object) -> object:
 def results_rows(scores: pd.DataFrame, runs: pd.DataFrame, robustness: dict[str, dict] | None = None) -> list[dict]:
     """The rows of the `results` table.
 
-    Clean scores (every metric of every run and protocol) have perturbation ``none`` and ratio 0.
-    A robustness record adds, under its protocol, per point of a curve (perturbation, ratio; ratio
-    0 is the clean MRR the curve starts from): ``mrr``, ``relative_drop`` and ``flip_rate`` where the
-    record has them; per ratio the robust MRR (perturbation ``*``, metric ``robust_mrr``); and
-    ``ir_auc`` per perturbation and as ``macro`` / ``micro``, with ratio NULL (an area over every
-    ratio). Study, language and provenance columns are those of the run's evaluation record.
+    Clean scores (every metric of every run and protocol) have perturbation ``none`` and ratio 0;
+    a robustness record adds the rows of ``robustness_long`` (curve points, robust MRR, IR-AUC).
+    Study, language and provenance columns are those of the run's evaluation record.
     """
     by_run: dict[str, dict] = {}
     for run in runs.to_dict("records"):
@@ -257,35 +301,8 @@ def results_rows(scores: pd.DataFrame, runs: pd.DataFrame, robustness: dict[str,
         cells = {k: score[k] for k in ("perturbation", "ratio", "protocol", "metric", "value")}
         add(score["run_id"], score, **cells)
     for run_id, record in (robustness or {}).items():
-        run, protocol = record["run"], record["protocol"]
-        per = record["summary"]["per_perturbation"]
-        for name, curve in record["curves"].items():
-            drops = per[name].get("relative_drop", {})
-            flips = record["flip_rate"].get(name, {})
-            for label, mrr in curve.items():
-                ratio = float(label)
-                point = {"mrr": mrr}
-                if str(ratio) in drops:
-                    point["relative_drop"] = drops[str(ratio)]
-                if label in flips:
-                    point["flip_rate"] = flips[label]
-                for metric, value in point.items():
-                    add(run_id, run, perturbation=name, ratio=ratio, protocol=protocol, metric=metric, value=value)
-            add(
-                run_id,
-                run,
-                perturbation=name,
-                ratio=None,
-                protocol=protocol,
-                metric="ir_auc",
-                value=per[name]["ir_auc"],
-            )
-        for label, value in record["robust_mrr"].items():
-            cells = {"ratio": float(label), "protocol": protocol, "metric": "robust_mrr", "value": value}
-            add(run_id, run, perturbation=ROBUST_MRR_PERTURBATION, **cells)
-        for name in ("macro", "micro"):
-            value = record["summary"][f"{name}_ir_auc"]
-            add(run_id, run, perturbation=name, ratio=None, protocol=protocol, metric="ir_auc", value=value)
+        for cells in robustness_long(record):
+            add(run_id, record["run"], **cells)
     return rows
 
 
@@ -344,7 +361,7 @@ def write_database(
 
 
 def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """One row per run and protocol, one column per metric."""
+    """One row per run and protocol, one column per metric, and ``DROP_COLUMN``."""
     keys = ["dataset", "attack", "model", "loss", "seed", "inference", "protocol"]
     # pivot (not pivot_table): rows only for runs that exist, no Cartesian product of the keys
     wide = scores.pivot(index=keys, columns="metric", values="value").reset_index()
@@ -353,17 +370,27 @@ def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
     columns = keys + [m for m in ("n_queries", *SUMMARY_METRICS) if m in wide.columns]
     table = wide[columns].sort_values(keys, kind="stable").reset_index(drop=True)
     if "mrr" in table.columns:
-        table[CHANGE_COLUMN] = change_vs_baseline(table)
+        table[DROP_COLUMN] = drop_vs_baseline(table)
     return table
 
 
-def change_vs_baseline(table: pd.DataFrame, baseline: str = BASELINE_ATTACK, metric: str = "mrr") -> pd.Series:
-    """Relative change of ``metric`` in percent against the ``baseline`` attack's run with the same
-    dataset, model, loss, seed, inference and protocol (thesis Tables 5.x); NaN without that run."""
+def relative_drop(attacked: float, baseline: float) -> float:
+    """The thesis's relative score in percent: (baseline - attacked) / baseline × 100, so a
+    positive value is a loss against ``no_comment`` and a negative one a gain (thesis 5.3, e.g.
+    Table 5.5: MRR 0.007 against 0.537 gives 98.70); NaN when the baseline is 0 or missing."""
+    if math.isnan(attacked) or math.isnan(baseline) or baseline == 0:
+        return math.nan
+    return (baseline - attacked) / baseline * 100.0
+
+
+def drop_vs_baseline(table: pd.DataFrame, baseline: str = BASELINE_ATTACK, metric: str = "mrr") -> pd.Series:
+    """``relative_drop`` of ``metric`` against the ``baseline`` attack's run with the same dataset,
+    model, loss, seed, inference and protocol (thesis Tables 5.5-5.15); NaN without that run."""
     keys = ["dataset", "model", "loss", "seed", "inference", "protocol"]
     base = table[table["attack"] == baseline].set_index(keys)[metric]
-    reference = pd.Series([base.get(tuple(row), float("nan")) for row in table[keys].itertuples(index=False)])
-    return (table[metric].astype(float) / reference.astype(float) - 1.0) * 100.0
+    references = [float(base.get(tuple(row), math.nan)) for row in table[keys].itertuples(index=False)]
+    drops = [relative_drop(float(value), reference) for value, reference in zip(table[metric], references, strict=True)]
+    return pd.Series(drops, index=table.index, dtype=float)
 
 
 def _fmt(value: object, metric: str) -> str:
@@ -373,7 +400,7 @@ def _fmt(value: object, metric: str) -> str:
         return str(int(value))
     if metric in ("mean_rank", "median_rank"):
         return f"{float(value):.1f}"
-    if metric == CHANGE_COLUMN:
+    if metric == DROP_COLUMN:
         return f"{float(value):+.1f}"
     return f"{float(value):.4f}"
 
@@ -415,8 +442,9 @@ def summary_markdown(
         "",
         "One row per run and retrieval protocol. MRR under `full-corpus` is cut at rank 1,000; "
         "ranks count ties against the model. `n/a`: the protocol evaluated no query (see notes). "
-        f"`{CHANGE_COLUMN}`: relative change of MRR against the `{BASELINE_ATTACK}` run of the same dataset, "
-        "model and protocol, in percent.",
+        f"`{DROP_COLUMN}`: relative drop of MRR against the `{BASELINE_ATTACK}` run of the same dataset, "
+        f"model, loss, seed, inference and protocol, in percent: ({BASELINE_ATTACK} - attack) / {BASELINE_ATTACK} "
+        "× 100, positive = loss, negative = gain (as thesis Tables 5.5-5.15).",
         "",
         "| " + " | ".join(table.columns) + " |",
         "|"
@@ -428,7 +456,7 @@ def summary_markdown(
     ]
     for row in table.itertuples(index=False):
         cells = [
-            _fmt(v, c) if c in ("n_queries", CHANGE_COLUMN, *SUMMARY_METRICS) else str(v)
+            _fmt(v, c) if c in ("n_queries", DROP_COLUMN, *SUMMARY_METRICS) else str(v)
             for c, v in zip(table.columns, row, strict=True)
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -439,46 +467,6 @@ def summary_markdown(
     lines += stability_markdown(stability or {})
     lines += datasets_markdown(cards or {})
     return "\n".join(lines) + "\n"
-
-
-def aggregate(
-    run_dirs: list[Path],
-    out_dir: Path,
-    study: str,
-    cards: dict[str, Path] | None = None,
-    robustness: dict[str, Path] | None = None,
-    stability: dict[str, dict] | None = None,
-    trainings: dict[str, Path] | None = None,
-) -> pd.DataFrame:
-    records = {}
-    for run_path, file in (robustness or {}).items():
-        if not file.is_file():
-            raise FileNotFoundError(f"{file} is missing: run `csbench robustness` for {run_path} first")
-        records[run_path] = json.loads(file.read_text())
-    scores, runs = collect(run_dirs)
-    table = summary_table(scores)
-    notes: dict[str, str] = {}
-    for run_dir in run_dirs:
-        metrics = json.loads((run_dir / "metrics.json").read_text())
-        for protocol, info in metrics.get("protocols", {}).items():
-            if info.get("note"):
-                notes[f"{metrics['run']['dataset']}/{metrics['run']['attack']} {protocol}"] = info["note"]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_database(out_dir / "results.db", scores, runs, records, stability)
-    with atomic_path(out_dir / "summary.csv") as tmp:
-        table.to_csv(tmp, index=False)
-    write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records, stability))
-    write_json(out_dir / METRICS_FILE, dvc_metrics(scores, records))
-    with atomic_path(out_dir / CURVES_FILE) as tmp:
-        curves_frame(records).to_csv(tmp, index=False)
-    from csbench.results.tables import write_tables  # tables imports this module
-
-    write_tables(out_dir, results_rows(scores, runs, records), cards)
-    from csbench.results.figures import write_figures, write_table_pages
-
-    write_figures(out_dir, scores, trainings)  # trainings: train.json by training path
-    write_table_pages(out_dir)
-    return table
 
 
 METRICS_FILE = "metrics.json"  # `dvc metrics show` (dvc.yaml: aggregate's metrics)

@@ -1,5 +1,5 @@
-"""The report's figures under results/figures/ (and HTML pages of its tables): which a study has,
-their captions, and the data each is drawn from.
+"""The report's figures under results/figures/: which a study has, their captions, and the data
+each is drawn from.
 
 * ``severity/<protocol>.png``: scores against attack severity (thesis Fig. 5.1), one line per model.
 * ``training/<dataset>/<attack>/<model>/<loss>.png``: validation MRR over training, one line per
@@ -12,8 +12,8 @@ captions depend on the config alone (``figure_specs``), so the Snakefile knows t
 
 from __future__ import annotations
 
-import html
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from csbench.io import write_json, write_text
+from csbench.io import write_json
 from csbench.results.plots import METRIC_LABELS, plot_severity, plot_training_curves
+from csbench.results.tables import TABLES_DIR as TABLES_DIR  # re-exported: workflow/rules/report.smk
+from csbench.results.tables import seed_means, size_weighted
 
 FIGURES_DIR = "figures"  # below results/
-TABLES_DIR = "tables"  # below results/: the tables' .md / .tex / .csv, and the report's .html pages
 INDEX_FILE = "index.json"  # figures/index.json: the specs of the figures written
 SEVERITY_METRICS = ("mrr", "r@1", "r@5", "r@10")  # the four metrics of thesis Fig. 5.1
-SUMMARY_PAGE = "summary"  # tables/summary.html: results/summary.csv as a page of the report
 
 # Severity of an attack (thesis section 5.5: "the degree to which the lexical identifiers have been
 # obfuscated"), from its three questions asked by increasing severity: are identifiers moved between
@@ -145,25 +145,21 @@ def model_label(model: str, loss: str, inference: str, several_losses: bool) -> 
 
 
 def severity_scores(scores: pd.DataFrame, protocol: str) -> dict[str, dict[str, dict[str, float]]]:
-    """``{metric: {model label: {attack: value}}}`` under ``protocol``: each run's score averaged over
-    seeds, then over datasets weighted by the dataset's number of test queries under the protocol
-    (thesis Table 5.16). Runs without a value (a protocol that evaluated no query) are left out."""
-    keys = ["dataset", "attack", "model", "loss", "inference"]
+    """``{metric: {model label: {attack: value}}}`` under ``protocol``, from a long scores frame in the
+    shape of ``collect.collect``: each run's score averaged over seeds (``tables.seed_means``), then
+    over datasets weighted by the dataset's number of test queries (``tables.size_weighted``: the
+    numbers of thesis Table 5.16's ``attacks_weighted``). Runs without a value (a protocol that
+    evaluated no query) are left out. Models in the order of (attack, model, loss, inference)."""
     own = scores[scores["protocol"] == protocol]
-    wide = own.pivot_table(index=[*keys, "seed"], columns="metric", values="value", aggfunc="first")
-    per_config = wide.groupby(level=keys).mean()
     several_losses = own.loc[own["loss"] != "none", "loss"].nunique() > 1
+    weighted = [r for r in size_weighted(seed_means(own)) if not math.isnan(r["mean"])]
+    # the order of the lines (legend, colours): by attack, model, loss, inference
+    weighted.sort(key=lambda r: (r["attack"], r["model"], r["loss"], r["inference"]))
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for metric in (m for m in SEVERITY_METRICS if m in per_config.columns):
-        frame = per_config[[metric]].rename(columns={metric: "value"})
-        frame["weight"] = per_config["n_queries"] if "n_queries" in per_config.columns else 1.0
-        frame = frame.dropna().reset_index()
-        frame = frame[frame["weight"] > 0]
-        frame["weighted"] = frame["value"] * frame["weight"]
-        sums = frame.groupby(["attack", "model", "loss", "inference"])[["weighted", "weight"]].sum()
-        for (attack, model, loss, inference), row in sums.iterrows():
-            label = model_label(model, loss, inference, several_losses)
-            out.setdefault(metric, {}).setdefault(label, {})[attack] = float(row["weighted"] / row["weight"])
+    for metric in SEVERITY_METRICS:
+        for r in (r for r in weighted if r["metric"] == metric):
+            label = model_label(r["model"], r["loss"], r["inference"], several_losses)
+            out.setdefault(metric, {}).setdefault(label, {})[r["attack"]] = float(r["mean"])
     return out
 
 
@@ -207,108 +203,4 @@ def write_figures(out_dir: Path, scores: pd.DataFrame, trainings: dict[str, Path
     for stale in set(figures.rglob("*.png")) - set(written):
         stale.unlink()
     write_json(figures / INDEX_FILE, [asdict(spec) | {"file": f"{spec.name}.png"} for spec in specs])
-    return written
-
-
-# ----------------------------------------------------------------------------- tables as HTML pages
-_STYLE = """body { font-family: sans-serif; font-size: 13px; margin: 1em; }
-p { max-width: 60em; color: #333; }
-table { border-collapse: collapse; margin-bottom: 1.5em; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; }
-th { background: #f0f0f0; }"""
-
-
-def _page(title: str, body: str) -> str:
-    """A self-contained HTML page (no external CSS or script: the report works offline)."""
-    return (
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
-        f"<style>\n{_STYLE}\n</style></head>\n<body>\n{body}\n</body></html>\n"
-    )
-
-
-def _inline(text: str) -> str:
-    """Markdown inline text as HTML: escaped, `code` and **bold** kept."""
-    text = html.escape(text, quote=False)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
-
-
-def _cells(line: str) -> list[str]:
-    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-
-
-def _pipe_table(lines: list[str]) -> str:
-    """A Markdown pipe table (header, alignment row, body rows) as an HTML table."""
-    header, aligns, rows = _cells(lines[0]), _cells(lines[1]), [_cells(line) for line in lines[2:]]
-    align = ["right" if a.endswith(":") else "left" for a in aligns]
-    head = "".join(f'<th style="text-align:{a}">{_inline(c)}</th>' for c, a in zip(header, align, strict=False))
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td style="text-align:{a}">{_inline(c)}</td>' for c, a in zip(row, align, strict=False))
-        + "</tr>\n"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table>"
-
-
-def markdown_page(text: str, title: str) -> str:
-    """A table's Markdown file (headings, paragraphs, pipe tables: what csbench.results.tables
-    writes) as an HTML page, so the report shows the cells formatted as in the Markdown."""
-    blocks: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("|"):
-            j = i
-            while j < len(lines) and lines[j].startswith("|"):
-                j += 1
-            blocks.append(_pipe_table(lines[i:j]))
-            i = j
-            continue
-        heading = re.match(r"^(#{1,6})\s+(.*)$", line)
-        if heading:
-            level = len(heading[1])
-            blocks.append(f"<h{level}>{_inline(heading[2])}</h{level}>")
-        elif line.strip():
-            blocks.append(f"<p>{_inline(line)}</p>")
-        i += 1
-    return _page(title, "\n".join(blocks))
-
-
-def table_page(frame: pd.DataFrame, title: str, caption: str) -> str:
-    """A table as an HTML page with its title and caption above it; floats with 4 decimals,
-    missing values as n/a."""
-    table = frame.to_html(index=False, na_rep="n/a", float_format=lambda v: f"{v:.4f}", border=0)
-    return _page(title, f"<h1>{html.escape(title)}</h1>\n<p>{_inline(caption)}</p>\n{table}")
-
-
-SUMMARY_CAPTION = (
-    "One row per run and retrieval protocol (summary.csv): the clean scores of every run. MRR under "
-    "full-corpus is cut at rank 1,000; ranks count ties against the model; n/a: the protocol evaluated no "
-    "query. mrr_vs_no_comment_%: relative change of MRR against the no_comment run of the same dataset, "
-    "model, loss, seed, inference and protocol, in percent."
-)
-
-
-def write_table_pages(out_dir: Path) -> list[Path]:
-    """An HTML page per table for the report, ``out_dir``/tables/{name}.html: from the {name}.md of
-    each table tables/index.json lists (csbench.results.tables writes both), and tables/summary.html
-    from ``out_dir``/summary.csv. Pages of tables no longer there are removed."""
-    pages = Path(out_dir) / TABLES_DIR
-    pages.mkdir(parents=True, exist_ok=True)
-    index = pages / INDEX_FILE
-    listed = json.loads(index.read_text()) if index.is_file() else []
-    summary = Path(out_dir) / "summary.csv"
-    written = [pages / f"{SUMMARY_PAGE}.html"]
-    write_text(written[0], table_page(pd.read_csv(summary), "Scores of every run", SUMMARY_CAPTION))
-    for table in listed:
-        source = pages / f"{table['name']}.md"
-        if not source.is_file():
-            raise FileNotFoundError(f"{source} is missing: the table {table['name']!r} was not written")
-        path = pages / f"{table['name']}.html"
-        write_text(path, markdown_page(source.read_text(), table["title"]))
-        written.append(path)
-    for stale in set(pages.rglob("*.html")) - set(written):
-        stale.unlink()
     return written

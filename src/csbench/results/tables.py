@@ -1,4 +1,5 @@
-"""Tables laid out like the papers' (Markdown, LaTeX and CSV), built from the long `results` table.
+"""Tables laid out like the papers' (Markdown, LaTeX, CSV, and an HTML page for the report), built from
+the long `results` table.
 
 Every table starts from the rows of ``csbench.results.collect.results_rows`` (one per study,
 dataset, language, attack, perturbation, ratio, model, loss, seed, inference, protocol, metric),
@@ -17,8 +18,11 @@ Tables 5.2-5.3 and GeCS Table 2 group them). A table without a single value is n
 
 from __future__ import annotations
 
+import html
+import itertools
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +30,12 @@ from pathlib import Path
 import pandas as pd
 
 from csbench.io import atomic_path, write_json, write_text
-from csbench.results.collect import BASELINE_ATTACK, RESULT_KEY
+from csbench.results.collect import BASELINE_ATTACK, RESULT_KEY, relative_drop
 
 TABLES_DIR = "tables"
 INDEX_FILE = "index.json"  # tables/index.json: the specs and files written, for the report
-SUFFIXES = (".md", ".tex", ".csv")
+SUFFIXES = (".md", ".tex", ".csv")  # the paper tables; index.json lists them
+PAGE_SUFFIX = ".html"  # the page of a table in `snakemake --report`
 CLEAN = "none"  # perturbation of the clean (unperturbed) scores
 UNATTACKED = ("none", BASELINE_ATTACK)  # the code as released (thesis "Base") and without comments
 THESIS_METRICS = ("mrr", "r@1", "r@5", "r@10")
@@ -357,18 +362,9 @@ def attacks_absolute(avg: pd.DataFrame) -> Table | None:
     )
 
 
-def relative_drop(attacked: float, baseline: float) -> float:
-    """The thesis's relative score in percent: (baseline - attacked) / baseline × 100, so a
-    positive value is a loss against ``no_comment`` and a negative one a gain (thesis 5.3, e.g.
-    Table 5.5: MRR 0.007 against 0.537 gives 98.70); NaN when the baseline is 0 or missing."""
-    if math.isnan(attacked) or math.isnan(baseline) or baseline == 0:
-        return math.nan
-    return (baseline - attacked) / baseline * 100.0
-
-
 def attacks_relative(avg: pd.DataFrame) -> Table | None:
     """Thesis Tables 5.5-5.15: each attack's scores relative to the ``no_comment`` run of the same
-    dataset, model, loss, inference type and protocol, in percent (see ``relative_drop``)."""
+    dataset, model, loss, inference type and protocol, in percent (see ``collect.relative_drop``)."""
     scores = _thesis_scores(avg)
     base_keys = ["study", "dataset", "model", "loss", "inference", "protocol", "metric"]
     baseline = {
@@ -414,29 +410,39 @@ def weighted_average(values: Sequence[float], weights: Sequence[float]) -> float
     return sum(x * w for x, w in pairs) / total if total else math.nan
 
 
+SIZE_KEYS = ("study", "dataset", "attack", "model", "loss", "inference", "protocol")  # a score's test set
+WEIGHTED_KEYS = ("study", "inference", "attack", "model", "loss", "protocol", "metric")  # averaged over datasets
+
+
+def size_weighted(avg: pd.DataFrame) -> list[dict]:
+    """The thesis's metrics on clean queries averaged over the datasets weighted by their size (thesis
+    Table 5.16, Appendix E): per ``WEIGHTED_KEYS``, ``weighted_average`` of the seed means of
+    ``avg`` (``seed_means``), each weighted by the number of test queries it was computed on.
+    Records with the ``WEIGHTED_KEYS`` and ``mean`` (NaN when no dataset has a value and a size)."""
+    scores = _thesis_scores(avg)
+    clean = avg[avg["perturbation"] == CLEAN]
+    sizes = {
+        tuple(r[k] for k in SIZE_KEYS): r["mean"] for r in clean[clean["metric"] == "n_queries"].to_dict("records")
+    }
+    pairs: dict[tuple[str, ...], tuple[list[float], list[float]]] = {}  # per group: scores, weights
+    for record in scores.to_dict("records"):
+        values, weights = pairs.setdefault(tuple(record[k] for k in WEIGHTED_KEYS), ([], []))
+        values.append(record["mean"])
+        weight = sizes.get(tuple(record[k] for k in SIZE_KEYS), math.nan)
+        weights.append(0.0 if math.isnan(weight) else weight)
+    return [
+        {**dict(zip(WEIGHTED_KEYS, key, strict=True)), "mean": weighted_average(values, weights)}
+        for key, (values, weights) in pairs.items()
+    ]
+
+
 def attacks_weighted(avg: pd.DataFrame) -> Table | None:
     """Thesis Table 5.16: per model (rows) and attack (column groups), each metric averaged over
-    the datasets weighted by their size: the number of test queries the score was computed on
-    (thesis Appendix E weighs by test-set size). Needs two datasets or more."""
+    the datasets weighted by their size (``size_weighted``). Needs two datasets or more."""
     scores = _thesis_scores(avg)
     if scores["dataset"].nunique() < 2:
         return None
-    clean = avg[avg["perturbation"] == CLEAN]
-    size_keys = ["study", "dataset", "attack", "model", "loss", "inference", "protocol"]
-    sizes = {
-        tuple(r[k] for k in size_keys): r["mean"] for r in clean[clean["metric"] == "n_queries"].to_dict("records")
-    }
-    group_keys = ("study", "inference", "attack", "model", "loss", "protocol", "metric")
-    pairs: dict[tuple[str, ...], tuple[list[float], list[float]]] = {}  # per group: scores, weights
-    for record in scores.to_dict("records"):
-        values, weights = pairs.setdefault(tuple(record[k] for k in group_keys), ([], []))
-        values.append(record["mean"])
-        weight = sizes.get(tuple(record[k] for k in size_keys), math.nan)
-        weights.append(0.0 if math.isnan(weight) else weight)
-    records = [
-        {**dict(zip(group_keys, key, strict=True)), "mean": weighted_average(values, weights)}
-        for key, (values, weights) in pairs.items()
-    ]
+    records = size_weighted(avg)
     row_keys = ("study", "inference", "model", "loss", "protocol")
     grid = _grid(records, row_keys, lambda r: (r["attack"], METRIC_LABELS[r["metric"]]), lambda r: Cell(r["mean"]))
     ranks = _row_ranks(avg)
@@ -729,6 +735,59 @@ def to_latex(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+HTML_STYLE = """body { font-family: sans-serif; font-size: 13px; margin: 1em; }
+p { max-width: 60em; color: #333; }
+table { border-collapse: collapse; margin-bottom: 1.5em; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; }
+th { background: #f0f0f0; }"""
+
+
+def html_page(title: str, body: str) -> str:
+    """A self-contained HTML page (no external CSS or script: the report works offline)."""
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
+        f"<style>\n{HTML_STYLE}\n</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def html_text(text: str) -> str:
+    """Caption text as HTML: escaped, its Markdown code spans (`name`) as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text, quote=False))
+
+
+def _html_cell(tag: str, text: str, align: str, span: str = "") -> str:
+    return f'<{tag}{span} style="text-align:{align}">{html.escape(text, quote=False)}</{tag}>'
+
+
+def to_html(table: Table) -> str:
+    """An HTML page: the title, the caption, and the table with the cells of ``to_markdown``; grouped
+    columns get a header row of groups over their labels (as ``to_latex``)."""
+    keys, columns = table.key_names, table.columns
+    if any(group for group, _ in columns):
+        tall = ' rowspan="2"'  # key columns and columns outside a group span both header rows
+        top = [_html_cell("th", name, "left", tall) for name in keys]
+        for group, members in itertools.groupby(columns, key=lambda column: column[0]):
+            labels = [label for _, label in members]
+            if group:
+                top.append(_html_cell("th", group, "center", f' colspan="{len(labels)}"'))
+            else:
+                top += [_html_cell("th", label, "right", tall) for label in labels]
+        bottom = [_html_cell("th", label, "right") for group, label in columns if group]
+        head = [top, bottom]
+    else:
+        head = [[_html_cell("th", name, "left") for name in keys] + [_html_cell("th", c, "right") for _, c in columns]]
+    body = [
+        [_html_cell("td", key, "left") for key in row_keys]
+        + [_html_cell("td", _cell_text(cell, table.decimals, " ± "), "right") for cell in cells]
+        for row_keys, cells in table.rows
+    ]
+    thead = "".join(f"<tr>{''.join(cells)}</tr>" for cells in head)
+    tbody = "".join(f"<tr>{''.join(cells)}</tr>\n" for cells in body)
+    title, caption = html.escape(table.spec.title, quote=False), html_text(table.spec.caption)
+    grid = f"<table><thead>{thead}</thead>\n<tbody>\n{tbody}</tbody></table>"
+    return html_page(table.spec.title, f"<h3>{title}</h3>\n<p>{caption}</p>\n{grid}")
+
+
 def to_frame(table: Table) -> pd.DataFrame:
     """The table as a flat frame for CSV: key columns, each value column (unrounded), and a
     ``<column> std`` column after each value column that has a spread."""
@@ -776,9 +835,10 @@ def table_specs(results: pd.DataFrame | Iterable[Mapping], cards: Mapping[str, P
 def write_tables(
     out_dir: Path, results: pd.DataFrame | Iterable[Mapping], cards: Mapping[str, Path] | None = None
 ) -> list[Path]:
-    """Write ``out_dir/tables/{name}.md``, ``.tex`` and ``.csv`` for each table with a value, each
-    atomically, and ``tables/index.json`` (name, title, caption, files of each); remove the files of
-    tables (of ``TABLE_NAMES``) that this study no longer has. Returns the table files written."""
+    """Write ``out_dir/tables/{name}.md``, ``.tex``, ``.csv`` and the report's page ``.html`` for each
+    table with a value, each atomically from the same ``Table``, and ``tables/index.json`` (name,
+    title, caption, and the .md / .tex / .csv files of each); remove the files of tables (of
+    ``TABLE_NAMES``) that this study no longer has. Returns the table files written."""
     directory = Path(out_dir) / TABLES_DIR
     tables = build_tables(results, cards)
     written: list[Path] = []
@@ -788,9 +848,11 @@ def write_tables(
         write_text(tex, to_latex(table))
         with atomic_path(csv) as tmp:
             to_frame(table).to_csv(tmp, index=False)
-        written += [md, tex, csv]
+        page = directory / f"{table.spec.name}{PAGE_SUFFIX}"
+        write_text(page, to_html(table))
+        written += [md, tex, csv, page]
     names = {table.spec.name for table in tables}
-    for stale in (directory / f"{n}{s}" for n in TABLE_NAMES if n not in names for s in SUFFIXES):
+    for stale in (directory / f"{n}{s}" for n in TABLE_NAMES if n not in names for s in (*SUFFIXES, PAGE_SUFFIX)):
         stale.unlink(missing_ok=True)
     index = [
         {**vars(table.spec), "files": [f"{TABLES_DIR}/{table.spec.name}{s}" for s in SUFFIXES]} for table in tables

@@ -1,0 +1,84 @@
+"""The aggregate phase: from the run records, every file of results/ that describes the study.
+
+``aggregate`` reads the records and writes, in this order: results.db, summary.csv / summary.md,
+the DVC metrics and plot data, the paper tables (.md / .tex / .csv and an .html page each, from
+one ``tables.Table``), the summary's page, and the figures. ``collect`` builds the database,
+the summary and the frames; ``tables`` and ``figures`` what their names say; this module only
+puts them together (so none of them imports another's caller).
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from csbench.io import atomic_path, write_json, write_text
+from csbench.results.collect import (
+    BASELINE_ATTACK,
+    CURVES_FILE,
+    DROP_COLUMN,
+    METRICS_FILE,
+    collect,
+    curves_frame,
+    dvc_metrics,
+    load_robustness,
+    protocol_notes,
+    results_rows,
+    summary_markdown,
+    summary_table,
+    write_database,
+)
+from csbench.results.figures import write_figures
+from csbench.results.tables import PAGE_SUFFIX, TABLES_DIR, html_page, html_text, write_tables
+
+SUMMARY_FILE = "summary.csv"
+SUMMARY_PAGE = f"summary{PAGE_SUFFIX}"  # tables/summary.html: results/summary.csv as a page of the report
+SUMMARY_TITLE = "Scores of every run"
+SUMMARY_CAPTION = (
+    "One row per run and retrieval protocol (summary.csv): the clean scores of every run. MRR under "
+    "full-corpus is cut at rank 1,000; ranks count ties against the model; n/a: the protocol evaluated no "
+    f"query. `{DROP_COLUMN}`: relative drop of MRR against the `{BASELINE_ATTACK}` run of the same dataset, "
+    f"model, loss, seed, inference and protocol, in percent: ({BASELINE_ATTACK} - attack) / {BASELINE_ATTACK} "
+    "× 100, positive = loss, negative = gain (as thesis Tables 5.5-5.15)."
+)
+
+
+def summary_page(frame: pd.DataFrame, title: str = SUMMARY_TITLE, caption: str = SUMMARY_CAPTION) -> str:
+    """A frame (summary.csv) as an HTML page with its title and caption above it; floats with 4
+    decimals, missing values as n/a."""
+    table = frame.to_html(index=False, na_rep="n/a", float_format=lambda v: f"{v:.4f}", border=0)
+    return html_page(title, f"<h1>{html.escape(title)}</h1>\n<p>{html_text(caption)}</p>\n{table}")
+
+
+def aggregate(
+    run_dirs: list[Path],
+    out_dir: Path,
+    study: str,
+    cards: dict[str, Path] | None = None,
+    robustness: dict[str, Path] | None = None,
+    stability: dict[str, dict] | None = None,
+    trainings: dict[str, Path] | None = None,
+) -> pd.DataFrame:
+    """Build results/ (``out_dir``) from the run records: ``run_dirs`` (metrics.json and
+    provenance.json each), the dataset ``cards``, the robustness.json files and the seed-stability
+    records by run / group path, and the train.json files by training path (the training figures).
+    Every file is written atomically; returns the summary table."""
+    records = load_robustness(robustness or {})
+    scores, runs = collect(run_dirs)
+    table = summary_table(scores)
+    notes = protocol_notes(run_dirs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_database(out_dir / "results.db", scores, runs, records, stability)
+    with atomic_path(out_dir / SUMMARY_FILE) as tmp:
+        table.to_csv(tmp, index=False)
+    write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records, stability))
+    write_json(out_dir / METRICS_FILE, dvc_metrics(scores, records))
+    with atomic_path(out_dir / CURVES_FILE) as tmp:
+        curves_frame(records).to_csv(tmp, index=False)
+    write_tables(out_dir, results_rows(scores, runs, records), cards)
+    # the page shows summary.csv as written (its values as the CSV holds them)
+    write_text(out_dir / TABLES_DIR / SUMMARY_PAGE, summary_page(pd.read_csv(out_dir / SUMMARY_FILE)))
+    write_figures(out_dir, scores, trainings)  # trainings: train.json by training path
+    return table
