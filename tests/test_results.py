@@ -303,12 +303,7 @@ def test_results_rows_of_a_robustness_record() -> None:
         "created": "t0",
         "csbench_version": "0.1.0",
         "device": "cpu",
-        "dataset": "d",
-        "attack": "no_comment",
-        "model": "bm25",
-        "loss": "none",
-        "seed": 0,
-        "inference": "zero_shot",
+        **ROBUST_RECORD["run"],  # the run's key columns, as the record names them
     }
     expected = [
         ("case", 0.0, "mrr", 0.8),

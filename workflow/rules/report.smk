@@ -4,7 +4,8 @@
 # with the caption in workflow/report/ (jinja: it may read the config and the file's wildcards).
 import dataclasses
 
-from csbench.results.figures import FIGURES_DIR, TABLES_DIR, figure_specs
+from csbench.results.figures import FIGURES_DIR, figure_specs
+from csbench.results.tables import TABLES_DIR
 
 
 report: "../report/workflow.rst"

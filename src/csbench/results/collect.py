@@ -17,6 +17,11 @@ from csbench.io import atomic_path
 SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "accuracy")
 BASELINE_ATTACK = "no_comment"  # every other attack is compared with it (thesis section 3.3.1)
 DROP_COLUMN = "mrr_drop_vs_no_comment_%"  # relative_drop of MRR against no_comment: positive = loss
+DROP_TEXT = (  # what DROP_COLUMN holds: summary.md and the report's summary page say it alike
+    f"`{DROP_COLUMN}`: relative drop of MRR against the `{BASELINE_ATTACK}` run of the same dataset, model, "
+    f"loss, seed, inference and protocol, in percent: ({BASELINE_ATTACK} - attack) / {BASELINE_ATTACK} × 100, "
+    "positive = loss, negative = gain (as thesis Tables 5.5-5.15)."
+)
 ROBUST_MRR_PERTURBATION = "*"  # robust MRR: each query's worst over the perturbations at a ratio
 RUN_COLUMNS = ("study", "dataset", "language", "attack", "model", "loss", "seed", "inference")
 
@@ -336,12 +341,14 @@ def write_database(
     runs: pd.DataFrame,
     robustness: dict[str, dict] | None = None,
     stability: dict[str, dict] | None = None,
+    rows: list[dict] | None = None,
 ) -> None:
     """results.db: the long `results` table (see ``results_rows``), which `csbench results` reads;
     and the tables it is built from or complements: `scores` and `runs` (one row per run: its
     provenance and efficiency), `robustness_points` / `robustness_ir_auc` and `seed_stability` /
-    `seed_spread` (seed spreads have no seed, so they are not in `results`)."""
-    rows = results_rows(scores, runs, robustness)
+    `seed_spread` (seed spreads have no seed, so they are not in `results`). ``rows``: the
+    ``results_rows`` of these arguments when the caller has them already (aggregate reuses them)."""
+    rows = results_rows(scores, runs, robustness) if rows is None else rows
     with atomic_path(path) as tmp:
         with sqlite3.connect(tmp) as con:
             scores.to_sql("scores", con, index=False)
@@ -442,9 +449,7 @@ def summary_markdown(
         "",
         "One row per run and retrieval protocol. MRR under `full-corpus` is cut at rank 1,000; "
         "ranks count ties against the model. `n/a`: the protocol evaluated no query (see notes). "
-        f"`{DROP_COLUMN}`: relative drop of MRR against the `{BASELINE_ATTACK}` run of the same dataset, "
-        f"model, loss, seed, inference and protocol, in percent: ({BASELINE_ATTACK} - attack) / {BASELINE_ATTACK} "
-        "× 100, positive = loss, negative = gain (as thesis Tables 5.5-5.15).",
+        + DROP_TEXT,
         "",
         "| " + " | ".join(table.columns) + " |",
         "|"

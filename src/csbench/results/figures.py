@@ -23,7 +23,6 @@ import pandas as pd
 
 from csbench.io import write_json
 from csbench.results.plots import METRIC_LABELS, plot_severity, plot_training_curves
-from csbench.results.tables import TABLES_DIR as TABLES_DIR  # re-exported: workflow/rules/report.smk
 from csbench.results.tables import seed_means, size_weighted
 
 FIGURES_DIR = "figures"  # below results/

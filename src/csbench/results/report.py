@@ -16,9 +16,8 @@ import pandas as pd
 
 from csbench.io import atomic_path, write_json, write_text
 from csbench.results.collect import (
-    BASELINE_ATTACK,
     CURVES_FILE,
-    DROP_COLUMN,
+    DROP_TEXT,
     METRICS_FILE,
     collect,
     curves_frame,
@@ -39,9 +38,7 @@ SUMMARY_TITLE = "Scores of every run"
 SUMMARY_CAPTION = (
     "One row per run and retrieval protocol (summary.csv): the clean scores of every run. MRR under "
     "full-corpus is cut at rank 1,000; ranks count ties against the model; n/a: the protocol evaluated no "
-    f"query. `{DROP_COLUMN}`: relative drop of MRR against the `{BASELINE_ATTACK}` run of the same dataset, "
-    f"model, loss, seed, inference and protocol, in percent: ({BASELINE_ATTACK} - attack) / {BASELINE_ATTACK} "
-    "× 100, positive = loss, negative = gain (as thesis Tables 5.5-5.15)."
+    "query. " + DROP_TEXT
 )
 
 
@@ -70,14 +67,15 @@ def aggregate(
     table = summary_table(scores)
     notes = protocol_notes(run_dirs)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_database(out_dir / "results.db", scores, runs, records, stability)
+    rows = results_rows(scores, runs, records)  # the `results` table, and what the paper tables start from
+    write_database(out_dir / "results.db", scores, runs, records, stability, rows=rows)
     with atomic_path(out_dir / SUMMARY_FILE) as tmp:
         table.to_csv(tmp, index=False)
     write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records, stability))
     write_json(out_dir / METRICS_FILE, dvc_metrics(scores, records))
     with atomic_path(out_dir / CURVES_FILE) as tmp:
         curves_frame(records).to_csv(tmp, index=False)
-    write_tables(out_dir, results_rows(scores, runs, records), cards)
+    write_tables(out_dir, rows, cards)
     # the page shows summary.csv as written (its values as the CSV holds them)
     write_text(out_dir / TABLES_DIR / SUMMARY_PAGE, summary_page(pd.read_csv(out_dir / SUMMARY_FILE)))
     write_figures(out_dir, scores, trainings)  # trainings: train.json by training path
