@@ -56,9 +56,16 @@ PY
   fi
 }
 
+# The hot modules of the code attacks, which `pip install -e .` compiles with Cython (setup.py;
+# csbench._native.HOT_MODULES): editing one reinstalls, so the compiled modules are rebuilt.
+COMPILED_SOURCES=(
+  src/csbench/code/identifiers.py src/csbench/code/comments.py src/csbench/code/parsing.py
+  src/csbench/attacks/__init__.py src/csbench/attacks/renaming.py
+)
+
 install_python_packages() {
   local want have=""
-  want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+  want=$(cat requirements.lock pyproject.toml setup.py "${COMPILED_SOURCES[@]}" | sha256sum | cut -d' ' -f1)
   [ -f "$STAMPS/python" ] && have=$(cat "$STAMPS/python")
   if [ "$want" = "$have" ] && "$VENV/bin/python" -c "import csbench" 2>/dev/null; then
     return 0
@@ -70,12 +77,22 @@ install_python_packages() {
   constraint=$(mktemp)
   echo "torch==2.13.0" >"$constraint"
   "${pip[@]}" install -c "$constraint" -r requirements.lock
+  say "installing csbench, its code attack modules compiled with Cython (about a minute)"
   "${pip[@]}" install --no-deps -e .
   rm -f "$constraint"
   "$VENV/bin/python" - <<'PY'
 import importlib.metadata as md
+import os
+import sys
+
+import csbench._native as native
+
 assert md.version("torch").startswith("2.13.0"), md.version("torch")
 assert md.version("tree-sitter") == "0.21.3", "tree-sitter-languages needs tree-sitter 0.21.3"
+pure = [name for name, how in native.status().items() if how != native.COMPILED]
+if pure and os.environ.get(native.PURE_ENV) != "1":
+    print("setup: not compiled with Cython (pip install -v --no-deps -e . shows why), running as pure Python: "
+          + ", ".join(pure), file=sys.stderr)
 PY
   mkdir -p "$STAMPS"
   echo "$want" >"$STAMPS/python"

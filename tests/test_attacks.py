@@ -282,6 +282,18 @@ def test_every_record_keeps_its_renaming():
     assert list(out["test"].columns) == ["id", "language", "code", RENAMING_COLUMN]
 
 
+def test_the_renaming_column_is_exactly_json_dumps():
+    """The column is written by one reused C encoder (``attacks._RENAMING_JSON``), not ``json.dumps``:
+    both must give the same text, non-ASCII names and names that need escaping included."""
+    from csbench.attacks import _RENAMING_JSON
+
+    mappings = [{}, {"a": "b"}, {"größe": "id1", "名前": "id2"}, {'q"uote': "back\\slash", "tab\t": "nl\n"}]
+    assert [_RENAMING_JSON(m) for m in mappings] == [json.dumps(m, ensure_ascii=False) for m in mappings]
+    code = "def größe(名前):\n    return 名前\n"
+    out, _ = run_attack("ordered_id", {"test": frame([code])}, progress=False)
+    assert out["test"][RENAMING_COLUMN][0] == json.dumps({"größe": "id1", "名前": "id2"}, ensure_ascii=False)
+
+
 def test_php_renaming_is_recorded_without_the_dollar():
     code = "function add($a, $b) {\n    $sum = $a + $b; // total\n    return $sum;\n}\n"
     out, _ = run_attack("ordered_id", {"test": frame([code], "php")}, progress=False)

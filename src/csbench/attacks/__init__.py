@@ -48,7 +48,21 @@ from csbench.registry import Registry, UnknownNameError
 log = logging.getLogger("csbench")
 
 RENAMING_COLUMN = "renaming"
-_RENAMING_JSON = json.JSONEncoder(ensure_ascii=False)  # json.dumps(m, ensure_ascii=False), one encoder for all
+
+
+def _renaming_encoder() -> Callable[[dict[str, str]], str]:
+    """``json.dumps(mapping, ensure_ascii=False)``, with one C encoder for all mappings (``JSONEncoder.encode``
+    builds a new one per call, 40 % of its time for a renaming); the plain encoder where the C one is missing."""
+    plain = json.JSONEncoder(ensure_ascii=False)
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is None:  # pragma: no cover - CPython has it
+        return plain.encode
+    # markers None: no circularity check (a mapping of strings has no cycles)
+    chunks = c_make_encoder(None, plain.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda mapping: "".join(chunks(mapping, 0))
+
+
+_RENAMING_JSON = _renaming_encoder()
 
 
 @dataclass(frozen=True)
@@ -326,7 +340,7 @@ def run_attack(
             keys.setdefault(key, len(keys))
     unique = list(keys)
     codes, renamings = _attack_unique(spec, components, unique, workers, progress, report)
-    texts = [_RENAMING_JSON.encode(m) for m in renamings]
+    texts = [_RENAMING_JSON(m) for m in renamings]
     out = {}
     for split, frame in splits.items():
         index = [keys[key] for key in zip(*columns[split], strict=True)]

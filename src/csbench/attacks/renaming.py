@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -95,9 +95,14 @@ def _without_edited(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
     """``ids`` without the occurrences inside an edit (and names left without any), spans unchanged."""
     if not edits:
         return ids
+    occurrences = ids.occurrences
+    # usually no occurrence is inside an edit (comments and docstrings hold none): checked at once on
+    # all the spans in document order (two spans never overlap, so their ends are in order too)
+    ordered = sorted([span for found in occurrences.values() for span in found])
+    if all((k := bisect_left(ordered, (end,))) == 0 or ordered[k - 1][1] <= start for start, end, _ in edits):
+        return ids
     starts = [start for start, _, _ in edits]
     ends = [end for _, end, _ in edits]
-    occurrences = ids.occurrences
     kept: dict[str, tuple[tuple[int, int], ...]] = {}
     changed = False
     for name in ids.names:
@@ -160,11 +165,11 @@ def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
     theirs), with each proposal made valid, unique and capture-free (module docstring). Names that keep
     theirs are fixed first; proposals are settled in identifier order."""
     names = ids.names
-    proposed = [proposals.get(name, name) for name in names]
+    proposed = list(map(proposals.get, names, names))
     reserved = ids.reserved  # taken too, without copying it for every snippet
-    taken = {name for name, new in zip(names, proposed, strict=True) if new == name}
+    taken = {name for name, new in zip(names, proposed, strict=False) if new == name}
     final: Mapping = {}
-    for name, new in zip(names, proposed, strict=True):
+    for name, new in zip(names, proposed, strict=False):
         if new != name:
             if new in reserved or new in taken or not is_valid_name(new, language):
                 new = _fresh(new, language, taken | reserved)
@@ -205,13 +210,18 @@ Strategy = Callable[[Sequence[Item], dict[str, Any]], list[Mapping]]
 
 def full_hash(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """Each identifier -> its role prefix (``fun`` / ``arg`` / ``var``) + the SHA1 hex digest of its name."""
-    return [
-        {
-            name: it.identifiers.roles[name] + hashlib.sha1(name.encode("utf-8")).hexdigest()
-            for name in it.identifiers.names
-        }
-        for it in items
-    ]
+    digests: dict[str, str] = {}  # a dataset repeats its names (i, x, data, ...): one SHA1 each
+    out = []
+    for it in items:
+        roles = it.identifiers.roles
+        mapping = {}
+        for name in it.identifiers.names:
+            digest = digests.get(name)
+            if digest is None:
+                digest = digests[name] = hashlib.sha1(name.encode("utf-8")).hexdigest()
+            mapping[name] = roles[name] + digest
+        out.append(mapping)
+    return out
 
 
 def rotate(names: Sequence[str], k: int) -> Mapping:

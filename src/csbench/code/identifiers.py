@@ -253,14 +253,21 @@ def rename_edits(
     roles = ids.roles
     if not roles.keys() >= mapping.keys():
         raise ValueError(f"not identifiers the snippet defines: {[old for old in mapping if old not in roles]}")
-    changed = {old: new for old, new in mapping.items() if new != old}
-    if not changed:
+    occurrences = ids.occurrences
+    out = list(edits)
+    new_names = []  # one pass: the edits of every name that changes, and its new name for the checks
+    for old, new in mapping.items():
+        if new != old:
+            new_names.append(new)
+            encoded = new.encode()
+            out += [(start, end, encoded) for start, end in occurrences[old]]
+    if not new_names:
         return sorted(edits)
-    invalid = [new for new in changed.values() if not is_valid_name(new, language)]
+    invalid = [new for new in new_names if not is_valid_name(new, language)]
     if invalid:
         raise ValueError(f"not valid {language} identifiers: {invalid}")
     names = ids.names
-    if len({mapping.get(name, name) for name in names}) != len(names):
+    if len(set(map(mapping.get, names, names))) != len(names):
         final: dict[str, str] = {}
         for name in names:
             new = mapping.get(name, name)
@@ -268,14 +275,9 @@ def rename_edits(
                 raise ValueError(f"renaming is not one-to-one: {final[new]!r} and {name!r} both become {new!r}")
             final[new] = name
     reserved = ids.reserved
-    if not reserved.isdisjoint(changed.values()):
-        captured = sorted({new for new in changed.values() if new in reserved})
+    if not reserved.isdisjoint(new_names):
+        captured = sorted({new for new in new_names if new in reserved})
         raise ValueError(f"renaming would capture names the snippet uses but does not define: {captured}")
-    occurrences = ids.occurrences
-    out = list(edits)
-    for old, new in changed.items():
-        encoded = new.encode()
-        out += [(start, end, encoded) for start, end in occurrences[old]]
     out.sort()
     return out
 
@@ -824,10 +826,12 @@ def _assemble(
         occurrences[name] = tuple(found) if in_order or len(found) == 1 else tuple(sorted(set(found)))
     # by first occurrence (two names never share a span, so comparing the span tuples compares their first)
     names = tuple(sorted(occurrences, key=occurrences.__getitem__))
+    if names != tuple(occurrences):  # usually already in that order (``_resolve`` meets them in order)
+        occurrences = {name: occurrences[name] for name in names}
     return Identifiers(
         names=names,
         roles={name: roles[name][1] for name in names},
-        occurrences={name: occurrences[name] for name in names},
+        occurrences=occurrences,
         reserved=frozenset(used.difference(names)),
     )
 
@@ -1812,7 +1816,9 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         scopes.setdefault(text(node), []).append((scope[0], scope[1], visible_from))
         binding_roles[node.start_byte] = role
 
-    assignments = [node for node in found["assignment"] if node.start_byte >= start and node.end_byte <= end]
+    assignments = found["assignment"]
+    if start or root.end_byte > end:  # (R code is parsed without a wrapper: every node is the snippet's)
+        assignments = [node for node in assignments if node.start_byte >= start and node.end_byte <= end]
     top = min(assignments, key=_preorder) if assignments else None
     fun = None
     if top is not None and top.parent == root:
