@@ -336,7 +336,17 @@ def test_interrupted_run_finishes_on_restart_with_the_same_results(
         time.sleep(0.05)
     assert process.poll() is None, "the run finished before it could be interrupted"
     os.killpg(process.pid, sig)
-    process.wait(timeout=180)  # after Ctrl-C snakemake lets its running job finish; a busy machine is slow
+    # after Ctrl-C snakemake lets its running job finish (a busy machine is slow); as a user would, press
+    # Ctrl-C again while it is still going: one CI run (1 in 3 here) saw a single SIGINT go unheeded and
+    # the study run to its end
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            process.wait(timeout=5)
+            break
+        except subprocess.TimeoutExpired:
+            assert time.monotonic() < deadline, "snakemake did not stop after Ctrl-C"
+            os.killpg(process.pid, sig)
     assert not (project / "results/summary.csv").exists()
     if sig == signal.SIGKILL:  # the case snakemake cannot clean up after itself
         assert any((project / ".snakemake/locks").iterdir())
