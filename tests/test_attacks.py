@@ -463,14 +463,19 @@ def test_python_attacks_compile_and_equal_no_comment_up_to_renaming():
         assert not bad, (spec, bad[:3])
 
 
-@pytest.mark.parametrize("spec", ["random_permutation", "k_shift_dataset-3", "most_popular", "full_hash"])
+@pytest.mark.parametrize(
+    "spec",
+    # renamings the workers finish on their own, dataset-wide ones, and a composition of both kinds
+    ["random_permutation", "k_shift_dataset-3", "most_popular", "full_hash", "ordered_id+k_shift_dataset-3"],
+)
 def test_same_seed_gives_identical_output_whatever_the_workers(spec):
     codes = list(dict.fromkeys(local_functions("python", 300)))
     splits = {"train": frame(codes[:200]), "test": frame(codes[200:])}
-    one, _ = run_attack(spec, splits, workers=1, progress=False)
-    two, _ = run_attack(spec, splits, workers=2, progress=False)
+    one, one_report = run_attack(spec, splits, workers=1, progress=False)
+    two, two_report = run_attack(spec, splits, workers=2, progress=False)
     for split in splits:
         pd.testing.assert_frame_equal(one[split], two[split])
+    assert one_report.as_dict()["per_language"] == two_report.as_dict()["per_language"]
     if spec == "random_permutation":
         other, _ = run_attack(spec, splits, {"random_permutation": {"seed": 1}}, progress=False)
         assert not other["test"]["code"].equals(one["test"]["code"])

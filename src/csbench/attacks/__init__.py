@@ -74,6 +74,9 @@ class Attack:
     defaults: dict[str, Any] = field(default_factory=dict)  # parameters `attack_params` may override
     variant: str | None = None  # the parameter a `-<int>` suffix sets
     strategy: R.Strategy | None = None  # renaming attacks
+    # a renaming whose proposal for a snippet depends on the other snippets (k_shift_dataset's donors,
+    # most_popular's dataset ranking): the main process sees every analysis before renaming
+    dataset_wide: bool = False
 
 
 ATTACKS: Registry[Attack] = Registry("attack")
@@ -112,6 +115,7 @@ _register(
         defaults={"k": 3},
         variant="k",
         strategy=R.k_shift_dataset,
+        dataset_wide=True,
     )
 )
 _register(
@@ -143,6 +147,7 @@ _register(
         "renaming",
         defaults={"ranking": None},  # None: the dataset's own ranking
         strategy=R.most_popular,
+        dataset_wide=True,
     )
 )
 _register(Attack("ordered_id", "the j-th identifier -> id<j>", IMPLEMENTED, "renaming", strategy=R.ordered_id))
@@ -258,6 +263,33 @@ def _analyse_batch(jobs: list[tuple[str, str, bool]]) -> list[tuple[R.Analysis |
         except Exception:  # analysed again, failing there, and reported
             snippets.append(None)
     return [_analyse_job(job, snippet) for job, snippet in zip(jobs, snippets, strict=True)]
+
+
+def _rename_batch(
+    task: tuple[list[tuple[str, str, bool]], list[str], R.Strategy, dict[str, Any]],
+) -> list[tuple[str, dict[str, str] | None, str]]:
+    """A batch of snippets analysed, renamed and spliced in one go, for a renaming that proposes each
+    snippet's names from that snippet alone (``Attack.dataset_wide`` false): the work stays in the
+    worker and only the attacked code and the renaming travel back. ``task``: the jobs of
+    ``_analyse_batch``, the code each snippet had in the dataset (``Item.source``), the strategy and
+    its parameters. Per snippet: (attacked code, renaming, "") or, when the analysis fails, (the code
+    the attack keeps, None, the error)."""
+    jobs, sources, strategy, params = task
+    analysed = _analyse_batch(jobs)
+    items = [
+        R.Item(job[1], source, analysis.identifiers)
+        for job, source, (analysis, _, _) in zip(jobs, sources, analysed, strict=True)
+        if analysis is not None
+    ]
+    proposals = iter(strategy(items, params))
+    out: list[tuple[str, dict[str, str] | None, str]] = []
+    for job, (analysis, text, error) in zip(jobs, analysed, strict=True):
+        if analysis is None:
+            out.append((text, None, error))
+            continue
+        mapping = R.settle(analysis.identifiers, job[1], next(proposals))
+        out.append((analysis.renamed(mapping), mapping, ""))  # comment removal and renaming in one splice
+    return out
 
 
 def _strip_job(job: tuple[str, str]) -> str:
@@ -377,6 +409,20 @@ def _attack_unique(
             jobs = [(code, lang, translate or step > 0) for code, (lang, _) in zip(codes, unique, strict=True)]
             batches = [jobs[i : i + _BATCH] for i in range(0, len(jobs), _BATCH)]
             sizes = [len(batch) for batch in batches]
+            if not component.attack.dataset_wide:
+                strategy, params = component.attack.strategy, component.params
+                tasks = [
+                    (batch, [code for _, code in unique[i : i + _BATCH]], strategy, params)
+                    for batch, i in zip(batches, range(0, len(jobs), _BATCH), strict=True)
+                ]
+                renamed = _pool_map(_rename_batch, tasks, workers, f"{spec}: rename", progress, sizes)
+                for i, (code, mapping, error) in enumerate(result for results in renamed for result in results):
+                    codes[i] = code
+                    if mapping is None:
+                        _failed(report, unique[i], error)
+                    else:
+                        composed[i] = _compose(composed[i], mapping) if step else mapping
+                continue
             analysed = [
                 result
                 for results in _pool_map(_analyse_batch, batches, workers, f"{spec}: analyse", progress, sizes)
