@@ -265,31 +265,43 @@ def _analyse_batch(jobs: list[tuple[str, str, bool]]) -> list[tuple[R.Analysis |
     return [_analyse_job(job, snippet) for job, snippet in zip(jobs, snippets, strict=True)]
 
 
-def _rename_batch(
-    task: tuple[list[tuple[str, str, bool]], list[str], R.Strategy, dict[str, Any]],
-) -> list[tuple[str, dict[str, str] | None, str]]:
-    """A batch of snippets analysed, renamed and spliced in one go, for a renaming that proposes each
-    snippet's names from that snippet alone (``Attack.dataset_wide`` false): the work stays in the
-    worker and only the attacked code and the renaming travel back. ``task``: the jobs of
-    ``_analyse_batch``, the code each snippet had in the dataset (``Item.source``), the strategy and
-    its parameters. Per snippet: (attacked code, renaming, "") or, when the analysis fails, (the code
-    the attack keeps, None, the error)."""
-    jobs, sources, strategy, params = task
-    analysed = _analyse_batch(jobs)
+Renamed = tuple[str, dict[str, str] | None, str]  # (attacked code, renaming or None, analysis error)
+
+
+def _rename_analysed(
+    analysed: list[tuple[R.Analysis | None, str, str]],
+    languages: Sequence[str],
+    sources: Sequence[str],
+    strategy: R.Strategy,
+    params: dict[str, Any],
+) -> list[Renamed]:
+    """Snippets ``_analyse_batch`` analysed, renamed: the strategy proposes over all of them at once (in
+    order; ``sources``: the code each had in the dataset, ``Item.source``), each proposal is settled and
+    spliced. Per snippet: (attacked code, renaming, "") or, when the analysis failed, (the code the
+    attack keeps, None, the error)."""
     items = [
-        R.Item(job[1], source, analysis.identifiers)
-        for job, source, (analysis, _, _) in zip(jobs, sources, analysed, strict=True)
+        R.Item(language, source, analysis.identifiers)
+        for language, source, (analysis, _, _) in zip(languages, sources, analysed, strict=True)
         if analysis is not None
     ]
     proposals = iter(strategy(items, params))
-    out: list[tuple[str, dict[str, str] | None, str]] = []
-    for job, (analysis, text, error) in zip(jobs, analysed, strict=True):
+    out: list[Renamed] = []
+    for language, (analysis, text, error) in zip(languages, analysed, strict=True):
         if analysis is None:
             out.append((text, None, error))
             continue
-        mapping = R.settle(analysis.identifiers, job[1], next(proposals))
+        mapping = R.settle(analysis.identifiers, language, next(proposals))
         out.append((analysis.renamed(mapping), mapping, ""))  # comment removal and renaming in one splice
     return out
+
+
+def _rename_batch(task: tuple[list[tuple[str, str, bool]], list[str], R.Strategy, dict[str, Any]]) -> list[Renamed]:
+    """``_rename_analysed`` over one batch, analysed here: for a renaming that proposes each snippet's
+    names from that snippet alone (``Attack.dataset_wide`` false) the whole work stays in the worker and
+    only the attacked code and the renaming travel back. ``task``: the jobs of ``_analyse_batch``, the
+    snippets' dataset code, the strategy and its parameters."""
+    jobs, sources, strategy, params = task
+    return _rename_analysed(_analyse_batch(jobs), [job[1] for job in jobs], sources, strategy, params)
 
 
 def _strip_job(job: tuple[str, str]) -> str:
@@ -409,39 +421,33 @@ def _attack_unique(
             jobs = [(code, lang, translate or step > 0) for code, (lang, _) in zip(codes, unique, strict=True)]
             batches = [jobs[i : i + _BATCH] for i in range(0, len(jobs), _BATCH)]
             sizes = [len(batch) for batch in batches]
-            if not component.attack.dataset_wide:
-                strategy, params = component.attack.strategy, component.params
+            strategy, params = component.attack.strategy, component.params
+            if component.attack.dataset_wide:  # every analysis in this process before any proposal
+                analysed = [
+                    result
+                    for results in _pool_map(_analyse_batch, batches, workers, f"{spec}: analyse", progress, sizes)
+                    for result in results
+                ]
+                sources = [code for _, code in unique]
+                renamed = _rename_analysed(analysed, [lang for lang, _ in unique], sources, strategy, params)
+                del analysed
+            else:  # the workers rename too
                 tasks = [
                     (batch, [code for _, code in unique[i : i + _BATCH]], strategy, params)
                     for batch, i in zip(batches, range(0, len(jobs), _BATCH), strict=True)
                 ]
-                renamed = _pool_map(_rename_batch, tasks, workers, f"{spec}: rename", progress, sizes)
-                for i, (code, mapping, error) in enumerate(result for results in renamed for result in results):
-                    codes[i] = code
-                    if mapping is None:
-                        _failed(report, unique[i], error)
-                    else:
-                        composed[i] = _compose(composed[i], mapping) if step else mapping
-                continue
-            analysed = [
-                result
-                for results in _pool_map(_analyse_batch, batches, workers, f"{spec}: analyse", progress, sizes)
-                for result in results
-            ]
-            items, where = [], []
-            for i, (analysis, text, error) in enumerate(analysed):
-                if analysis is None:
-                    codes[i] = text
+                renamed = [
+                    result
+                    for results in _pool_map(_rename_batch, tasks, workers, f"{spec}: rename", progress, sizes)
+                    for result in results
+                ]
+            for i, (code, mapping, error) in enumerate(renamed):
+                codes[i] = code
+                if mapping is None:
                     _failed(report, unique[i], error)
-                    continue
-                items.append(R.Item(unique[i][0], unique[i][1], analysis.identifiers))
-                where.append(i)
-            proposals = component.attack.strategy(items, component.params)
-            for i, item, proposal in zip(where, items, proposals, strict=True):
-                mapping = R.settle(item.identifiers, item.language, proposal)
-                codes[i] = analysed[i][0].renamed(mapping)  # comment removal and renaming in one splice
-                composed[i] = _compose(composed[i], mapping) if step else mapping
-            del analysed, items
+                else:
+                    composed[i] = _compose(composed[i], mapping) if step else mapping
+            del renamed
     if translate:
         from csbench.attacks.translation import Apertium, translate_frame
 

@@ -167,9 +167,9 @@ def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
     names = ids.names
     proposed = list(map(proposals.get, names, names))
     reserved = ids.reserved  # taken too, without copying it for every snippet
-    taken = {name for name, new in zip(names, proposed, strict=False) if new == name}
+    taken = {name for name, new in zip(names, proposed, strict=True) if new == name}
     final: Mapping = {}
-    for name, new in zip(names, proposed, strict=False):
+    for name, new in zip(names, proposed, strict=True):
         if new != name:
             if new in reserved or new in taken or not is_valid_name(new, language):
                 new = _fresh(new, language, taken | reserved)
