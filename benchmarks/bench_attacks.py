@@ -119,16 +119,14 @@ def shared_sets(limit: int) -> dict[str, tuple[str, list[str], str]]:
 
 def compiled_status() -> str:
     """Whether the attack analysis runs compiled or as pure Python (``csbench._native``)."""
-    try:
-        from csbench import _native
-    except ImportError:  # a checkout without the compiled build
-        return "pure Python (no csbench._native)"
+    from csbench import _native
+
     status = _native.status()
-    compiled = sorted(name for name, native in status.items() if native)
+    compiled = sorted(name for name, how in status.items() if how == _native.COMPILED)
     if len(compiled) == len(status):
-        return f"compiled (Cython): {', '.join(sorted(status))}"
+        return f"compiled (Cython): {', '.join(compiled)}"
     if not compiled:
-        return "pure Python"
+        return f"pure Python ({'; '.join(sorted(set(status.values())))})"
     return f"partly compiled: {', '.join(compiled)} of {', '.join(sorted(status))}"
 
 
