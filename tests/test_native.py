@@ -223,3 +223,11 @@ def test_the_source_finder_loads_a_module_and_a_package_from_source(tmp_path: Pa
         sys.meta_path.remove(finder)
         for name in ("_csbench_test_pkg", "_csbench_test_pkg.sub"):
             sys.modules.pop(name, None)
+
+
+def test_setup_sh_rebuilds_after_an_edit_of_every_hot_module() -> None:
+    """scripts/setup.sh's stamp covers COMPILED_SOURCES (bash cannot import HOT_MODULES): the two lists
+    must name the same files, or an edited module would stay stale until the next reinstall."""
+    text = (native.PACKAGE_DIR.parents[1] / "scripts" / "setup.sh").read_text()
+    listed = text.split("COMPILED_SOURCES=(", 1)[1].split(")", 1)[0].split()
+    assert sorted(listed) == sorted(f"src/csbench/{relative}" for relative in native.HOT_MODULES.values())
