@@ -231,3 +231,35 @@ def test_setup_sh_rebuilds_after_an_edit_of_every_hot_module() -> None:
     text = (native.PACKAGE_DIR.parents[1] / "scripts" / "setup.sh").read_text()
     listed = text.split("COMPILED_SOURCES=(", 1)[1].split(")", 1)[0].split()
     assert sorted(listed) == sorted(f"src/csbench/{relative}" for relative in native.HOT_MODULES.values())
+
+
+# pure Python where Cython is not installed at all (a fresh venv: the build's Cython lives in pip's
+# isolated build environment): the hot modules' ``cython.locals`` come from csbench._cython_shim
+NO_CYTHON = """
+import importlib, json, sys
+sys.modules["cython"] = None  # import cython -> ImportError, as without Cython
+import pandas as pd
+from csbench.attacks import run_attack
+from csbench.code import identifiers
+
+codes = ["f <- function(a, `b c`) a + `b c`\\n", "function f(a) { return a; }\\n"]
+frame = pd.DataFrame({"language": ["r", "javascript"], "code": codes})
+out, _ = run_attack("ordered_id", {"test": frame}, progress=False)
+print(json.dumps({"shim": identifiers.cython.__name__, "attacked": out["test"]["code"].tolist()}))
+"""
+
+
+def test_pure_python_without_cython_installed_uses_the_shim() -> None:
+    out = run_python(NO_CYTHON, pure=True)
+    assert out["shim"] == "csbench._cython_shim"
+    assert out["attacked"] == ["id1 <- function(id2, `b c`) id2 + `b c`\n", "function id1(id2) { return id2; }\n"]
+
+
+def test_the_shim_leaves_functions_as_they_are() -> None:
+    from csbench import _cython_shim as shim
+
+    def f(data: bytes, n: int) -> bytes:
+        return data[:n]
+
+    assert shim.locals(data=bytes, n=shim.Py_ssize_t)(f) is f
+    assert shim.compiled is False and shim.Py_ssize_t is int

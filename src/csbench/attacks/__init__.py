@@ -29,6 +29,7 @@ import gc
 import json
 import logging
 import multiprocessing
+import operator
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -395,7 +396,8 @@ def run_attack(
     for (language, code), new, mapping in zip(unique, codes, renamings, strict=True):
         report.snippets[language] = report.snippets.get(language, 0) + 1
         report.changed[language] = report.changed.get(language, 0) + (new != code)
-        report.renamed[language] = report.renamed.get(language, 0) + any(o != n for o, n in mapping.items())
+        renamed = any(map(operator.ne, mapping, mapping.values()))  # some name changed (C loop, no generator)
+        report.renamed[language] = report.renamed.get(language, 0) + renamed
     report.seconds = time.perf_counter() - started
     return out, report
 

@@ -19,6 +19,7 @@ method name ``add!`` given to a variable becomes ``add``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from bisect import bisect_left, bisect_right
@@ -210,18 +211,19 @@ Strategy = Callable[[Sequence[Item], dict[str, Any]], list[Mapping]]
 
 def full_hash(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """Each identifier -> its role prefix (``fun`` / ``arg`` / ``var``) + the SHA1 hex digest of its name."""
-    digests: dict[str, str] = {}  # a dataset repeats its names (i, x, data, ...): one SHA1 each
     out = []
     for it in items:
         roles = it.identifiers.roles
-        mapping = {}
-        for name in it.identifiers.names:
-            digest = digests.get(name)
-            if digest is None:
-                digest = digests[name] = hashlib.sha1(name.encode("utf-8")).hexdigest()
-            mapping[name] = roles[name] + digest
-        out.append(mapping)
+        out.append({name: _hashed_name(roles[name], name) for name in it.identifiers.names})
     return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _hashed_name(role: str, name: str) -> str:
+    """``role`` + the SHA1 hex digest of ``name``. Cached for the whole process, not per call: a dataset
+    repeats its names (i, x, data, ...) and the workers call ``full_hash`` once per batch of snippets;
+    the one string object per name also keeps its hash for settling and renaming."""
+    return role + hashlib.sha1(name.encode("utf-8")).hexdigest()
 
 
 def rotate(names: Sequence[str], k: int) -> Mapping:

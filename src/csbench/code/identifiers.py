@@ -142,6 +142,11 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node, Query
 
+try:  # C types for a few hot loops when compiled (csbench._native); no-ops as Python
+    import cython
+except ImportError:  # Cython not installed: run as Python
+    from csbench import _cython_shim as cython
+
 from csbench.code.comments import Snippet, parse_snippet
 from csbench.code.parsing import LANGUAGES, get_parser, get_query, walk
 
@@ -282,6 +287,7 @@ def rename_edits(
     return out
 
 
+@cython.locals(data=bytes, cursor=cython.Py_ssize_t, start=cython.Py_ssize_t, end=cython.Py_ssize_t)
 def splice(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
     """``data`` with sorted, non-overlapping edits ``(start, end, replacement)`` applied, in one pass."""
     if not edits:
@@ -289,7 +295,7 @@ def splice(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
     pieces = []
     add = pieces.append
     cursor = 0
-    for start, end, replacement in edits:
+    for start, end, replacement in edits:  # compiled: C integers, each slice copied straight from ``data``
         add(data[cursor:start])
         add(replacement)
         cursor = end
@@ -735,6 +741,9 @@ Spans = dict[str, list[tuple[int, int]]]
 Roles = dict[str, tuple[int, str]]
 
 
+@cython.locals(
+    data=bytes, start=cython.Py_ssize_t, end=cython.Py_ssize_t, first=cython.Py_ssize_t, stop=cython.Py_ssize_t
+)
 def _resolve(
     ids: list[Node],
     snippet: Snippet,
@@ -754,19 +763,22 @@ def _resolve(
     field names, ...) and of names already ``bad`` are skipped. Every name met goes into ``used``.
     Returns the spans and roles of the names met (``bad`` ones included) and the occurrences left to
     the caller."""
-    start, data = snippet.offset, snippet.data
+    data = snippet.data
+    start = snippet.offset
     end = start + len(data)
     spans: Spans = {}
     roles: Roles = {}
     undecided: list[Node] = []
-    # the hot loop of the analyses (once per identifier): bound methods and locals only
+    # the hot loop of the analyses (once per identifier): bound methods and locals only; compiled,
+    # ``first`` / ``stop`` are C integers (bounds checks and the name's decoding without Python ints)
     add_used, role_at, bindings_of = used.add, binding_roles.get, scopes.get
     for node in ids:
         position = node.start_byte
+        first = position
         stop = node.end_byte
-        if position < start or stop > end:  # in the wrapper
+        if first < start or stop > end:  # in the wrapper
             continue
-        name = data[position - start : stop - start].decode()
+        name = data[first - start : stop - start].decode()
         add_used(name)
         if name in bad or position in not_variables:
             continue
@@ -783,9 +795,9 @@ def _resolve(
                 continue
         found = spans.get(name)
         if found is None:
-            spans[name] = [(position - start, stop - start)]
+            spans[name] = [(first - start, stop - start)]
         else:
-            found.append((position - start, stop - start))
+            found.append((first - start, stop - start))
         if role and (name not in roles or position < roles[name][0]):
             roles[name] = (position, role)
     return spans, roles, undecided
@@ -806,6 +818,7 @@ def _add_method_name(
         roles[fun_name] = (calls[0].start_byte, "fun")
 
 
+@cython.locals(first=cython.Py_ssize_t, last=cython.Py_ssize_t)
 def _assemble(
     spans: Spans,
     roles: Roles,
@@ -820,13 +833,19 @@ def _assemble(
     each name's spans are in document order without repeats (as ``_resolve`` gives them), else they
     are sorted and de-duplicated here."""
     occurrences: dict[str, tuple[tuple[int, int], ...]] = {}
+    in_document_order = True  # usually (``_resolve`` meets the names in order): then nothing to sort
+    last = -1
     for name, found in spans.items():
         if name in bad or name in excluded or name not in roles:
             continue
-        occurrences[name] = tuple(found) if in_order or len(found) == 1 else tuple(sorted(set(found)))
-    # by first occurrence (two names never share a span, so comparing the span tuples compares their first)
-    names = tuple(sorted(occurrences, key=occurrences.__getitem__))
-    if names != tuple(occurrences):  # usually already in that order (``_resolve`` meets them in order)
+        kept = occurrences[name] = tuple(found) if in_order or len(found) == 1 else tuple(sorted(set(found)))
+        first = kept[0][0]
+        if first < last:
+            in_document_order = False
+        last = first
+    names = tuple(occurrences)
+    if not in_document_order:  # by first occurrence (two names never share a span, nor its start)
+        names = tuple(sorted(occurrences, key=occurrences.__getitem__))
         occurrences = {name: occurrences[name] for name in names}
     return Identifiers(
         names=names,
@@ -1813,8 +1832,10 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
         if node is None or node.type != "identifier":
             return
-        scopes.setdefault(text(node), []).append((scope[0], scope[1], visible_from))
-        binding_roles[node.start_byte] = role
+        position = node.start_byte
+        name = data[position - start : node.end_byte - start].decode("utf-8")
+        scopes.setdefault(name, []).append((scope[0], scope[1], visible_from))
+        binding_roles[position] = role
 
     assignments = found["assignment"]
     if start or root.end_byte > end:  # (R code is parsed without a wrapper: every node is the snippet's)
@@ -1847,15 +1868,14 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     for node in found["namespace"]:
         non_variables.update([child.start_byte for child in node.named_children])
     ids = found["id"]
-    if b"`" in data:  # a name ever written in backticks is left alone, with and without them
-        at = {node.start_byte - start: node for node in ids if node.end_byte > node.start_byte}
-        tick = data.find(b"`")
-        while tick != -1:
-            node = at.get(tick)
-            if node is not None and node.end_byte <= end:
-                name = text(node)
-                bad.update({name, name.strip("`")})
-            tick = data.find(b"`", tick + 1)
+    tick = data.find(b"`")
+    while tick != -1:  # a name ever written in backticks is left alone, with and without them
+        # the identifier starting at the backtick, if any (most backticks are in roxygen comments)
+        node = root.named_descendant_for_byte_range(start + tick, start + tick + 1)
+        if node is not None and node.type == "identifier" and node.start_byte == start + tick and node.end_byte <= end:
+            name = text(node)
+            bad.update({name, name.strip("`")})
+        tick = data.find(b"`", tick + 1)
     if found["super"]:
         _r_super_assignments(found["super"], ids, text, enclosing, scopes, binding_roles, non_variables, bad)
     used: set[str] = set()
