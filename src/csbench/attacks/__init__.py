@@ -374,12 +374,12 @@ def run_attack(
     not depend on ``workers``."""
     started = time.perf_counter()
     components = parse_spec(spec, attack_params)
-    found = sorted({lang for frame in splits.values() for lang in frame["language"].unique()})
-    check_languages(spec, components, found)
+    columns = {split: (frame["language"].tolist(), frame["code"].tolist()) for split, frame in splits.items()}
+    found = set().union(*(split_languages for split_languages, _ in columns.values()))
+    check_languages(spec, components, sorted(found))
     report = AttackReport(spec)
     # the distinct snippets, in dataset order
     keys: dict[tuple[str, str], int] = {}
-    columns = {split: (frame["language"].tolist(), frame["code"].tolist()) for split, frame in splits.items()}
     for split_languages, split_codes in columns.values():  # lists: iterating a pandas string column is ~7x slower
         for key in zip(split_languages, split_codes, strict=True):
             keys.setdefault(key, len(keys))

@@ -20,7 +20,7 @@ from tree_sitter import Node
 
 from csbench.code.comments import comment_nodes, is_docstring_literal, parse_snippet, python_docstring_node
 from csbench.code.languages import language_spec
-from csbench.code.parsing import walk
+from csbench.code.parsing import get_query
 
 INSTALL_HINT = "install Debian's apertium and apertium-eng-spa (scripts/setup.sh does when apt is usable)"
 # Leading comment markers of one line of a comment, and the closing marker of a block comment.
@@ -29,6 +29,7 @@ _TRAIL = re.compile(r"[ \t]*\*/[ \t]*$")
 _HAS_WORD = re.compile(r"[A-Za-z]{2}")
 _TAG = re.compile(rb"@\w+(?:[ \t]+(?:\{[^}]*\}[ \t]*)?(?:\$?\w+)?)?[ \t]*")  # @param {type} name
 _PY_DOC_OWNERS = ("module", "function_definition", "class_definition")
+_PY_DOC_OWNERS_QUERY = "[" + " ".join(f"({kind})" for kind in _PY_DOC_OWNERS) + "] @owner"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\x85]")  # never sent: apertium may break lines
 
 
@@ -90,9 +91,10 @@ class Apertium:
 
 
 def _docstring_bodies(root: Node) -> list[tuple[Node, bytes]]:
-    """(string node, its closing delimiter) of every Python docstring in the tree."""
+    """(string node, its closing delimiter) of every Python docstring in the tree (the module's,
+    functions', classes', nested ones included; their owners found by a query, in C)."""
     bodies = []
-    for node in walk(root):
+    for node, _ in get_query("python", _PY_DOC_OWNERS_QUERY).captures(root):
         if node.type in _PY_DOC_OWNERS:
             statement = python_docstring_node(node)
             if statement is None:
@@ -155,11 +157,14 @@ def _guarded(text: str, guard: str) -> str:
     return text
 
 
-def translate_documentation(code: str, language: str, translations: dict[str, str]) -> str:
-    """``code`` with each documentation text replaced by its translation (code untouched)."""
+def translate_documentation(
+    code: str, language: str, translations: dict[str, str], segments: list[tuple[int, int, str]] | None = None
+) -> str:
+    """``code`` with each documentation text replaced by its translation (code untouched).
+    ``segments``: ``text_segments(code, language)`` if the caller has them."""
     data = code.encode("utf-8")
     out, cursor = bytearray(), 0
-    for start, end, guard in text_segments(code, language):
+    for start, end, guard in segments if segments is not None else text_segments(code, language):
         original = data[start:end].decode("utf-8", "replace")
         out += data[cursor:start] + _guarded(translations.get(original, original), guard).encode("utf-8")
         cursor = end
@@ -169,17 +174,18 @@ def translate_documentation(code: str, language: str, translations: dict[str, st
 
 def translate_frame(frame: pd.DataFrame, translator: Apertium, workers: int = 1) -> pd.DataFrame:
     """The `translation` attack over a split: documentation translated, code unchanged."""
-    segments = [text_segments(code, language) for code, language in zip(frame["code"], frame["language"], strict=True)]
+    codes, languages = frame["code"].tolist(), frame["language"].tolist()
+    segments = [text_segments(code, language) for code, language in zip(codes, languages, strict=True)]
     texts = _unique(
-        code.encode("utf-8")[s:e].decode("utf-8", "replace")
-        for code, spans in zip(frame["code"], segments, strict=True)
+        data[s:e].decode("utf-8", "replace")
+        for data, spans in zip((code.encode("utf-8") for code in codes), segments, strict=True)
         for s, e, _ in spans
     )
     translations = dict(zip(texts, translator.translate(texts, workers), strict=True)) if texts else {}
     out = frame.copy()
-    out["code"] = [
-        translate_documentation(code, language, translations)
-        for code, language in zip(frame["code"], frame["language"], strict=True)
+    out["code"] = [  # each snippet parsed once: the segments found above
+        translate_documentation(code, language, translations, spans) if spans else code
+        for code, language, spans in zip(codes, languages, segments, strict=True)
     ]
     return out
 
