@@ -15,8 +15,10 @@ needs: what any attack must do at least once). Each attack is timed end to end t
 the dataset-level pass of k_shift_dataset / most_popular, renaming, the renaming record. Printed:
 functions/s, the ratio attack time / parse-only time (target: within 3x), and for Python the
 projected time of CodeSearchNet Python's 251,820 training functions on one core and, measured with
-``workers=<cores>``, on all cores of this machine. ``translation`` runs apertium (an external process)
-and is reported beside the others, not held to the target. Each attack is timed alternately with
+``workers=<cores>``, on all cores of this machine. ``translation`` runs apertium (an external process):
+its own verdict holds the CPU time of this process (finding the documentation lines, putting the
+translations back) to the target, and its wall clock (apertium included) is printed beside it and
+used for its projection. Each attack is timed alternately with
 the parse-only baseline, best of ``--repeat`` (default 3) each, so a busy machine slows both alike;
 the ratio is attack / baseline. Both are measured in CPU time of this process (``time.process_time``:
 what the work costs, whatever share of a core a busy machine leaves it) and in wall-clock time; the
@@ -187,6 +189,7 @@ def main() -> int:
     worst: dict[str, float] = {}  # CPU time
     worst_wall: dict[str, float] = {}
     worst_median: dict[str, float] = {}
+    translation: dict[str, tuple[float, float]] = {}  # set -> (CPU ratio, wall-clock ratio)
     sets = {language: (language, *functions(language, args.functions)) for language in args.languages}
     if not args.no_shared:
         sets.update((name, found) for name, found in shared_sets(args.functions).items() if found[0] in args.languages)
@@ -218,10 +221,16 @@ def main() -> int:
                 worst[name] = max(worst.get(name, 0.0), ratio)
                 worst_wall[name] = max(worst_wall.get(name, 0.0), wall_ratio)
                 worst_median[name] = max(worst_median.get(name, 0.0), median)
+            elif spec == "translation":
+                translation[name] = (ratio, wall_ratio)
             line = f"  {spec:<26} {len(codes) / attack_t.cpu:>10.0f}  {ratio:>8.2f}x  {wall_ratio:>9.2f}x"
             line += f"  ({median:4.2f}x)"
             if language == "python":
-                line += f"   251,820 fns: {CSN_PYTHON_TRAIN * attack_t.cpu / len(codes) / 60:6.1f} min on 1 core"
+                if "translation" in spec:  # apertium's time is not this process's CPU time: wall clock
+                    minutes = CSN_PYTHON_TRAIN * attack_t.wall / len(codes) / 60
+                    line += f"   251,820 fns: {minutes:6.1f} min on 1 core (wall clock)"
+                else:
+                    line += f"   251,820 fns: {CSN_PYTHON_TRAIN * attack_t.cpu / len(codes) / 60:6.1f} min on 1 core"
             print(line)
         if name == projected and cores > 1:
             print(f"  with workers={cores} (all cores):")
@@ -239,6 +248,14 @@ def main() -> int:
             f"  {name:<11} {ratio:5.2f}x  {verdict:<12}  (wall clock: {worst_wall[name]:4.2f}x,"
             f" median of pairs {worst_median[name]:4.2f}x)"
         )
+    if translation:
+        print(
+            "\ntranslation, CPU time of this process / parse-only (target <= 3x; apertium runs as a separate"
+            " process: its time is in the wall clock only):"
+        )
+        for name, (ratio, wall_ratio) in translation.items():
+            verdict = "ok" if ratio <= 3 else "ABOVE TARGET"
+            print(f"  {name:<11} {ratio:5.2f}x  {verdict:<12}  (wall clock, apertium included: {wall_ratio:5.1f}x)")
     return 0
 
 
