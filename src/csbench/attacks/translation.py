@@ -90,11 +90,21 @@ class Apertium:
         return translated
 
 
-def _docstring_bodies(root: Node) -> list[tuple[Node, bytes]]:
-    """(string node, its closing delimiter) of every Python docstring in the tree (the module's,
-    functions', classes', nested ones included; their owners found by a query, in C)."""
+def _python_documentation(root: Node, comment_types: frozenset[str]) -> tuple[list[Node], list[Node]]:
+    """The comment nodes (document order) and the nodes that may own a docstring (module, functions,
+    classes, nested ones included) of a Python tree, found by one query (one traversal, in C)."""
+    comments = " ".join(f"({kind}) @comment" for kind in sorted(comment_types))
+    query = get_query("python", f"{comments} {_PY_DOC_OWNERS_QUERY}")
+    found: dict[str, list[Node]] = {"comment": [], "owner": []}
+    for node, name in query.captures(root):
+        found[name].append(node)
+    return found["comment"], found["owner"]
+
+
+def _docstring_bodies(owners: list[Node]) -> list[tuple[Node, bytes]]:
+    """(string node, its closing delimiter) of the docstring of each of ``owners`` that has one."""
     bodies = []
-    for node, _ in get_query("python", _PY_DOC_OWNERS_QUERY).captures(root):
+    for node in owners:
         if node.type in _PY_DOC_OWNERS:
             statement = python_docstring_node(node)
             if statement is None:
@@ -134,12 +144,17 @@ def text_segments(code: str, language: str) -> list[tuple[int, int, str]]:
             position += len(line) + 1
 
     spec = language_spec(language)
-    for node in comment_nodes(snippet.tree.root_node, spec.comment_types, spec.name):
+    root = snippet.tree.root_node
+    if language == "python":
+        comments, owners = _python_documentation(root, spec.comment_types)
+    else:
+        comments, owners = comment_nodes(root, spec.comment_types, spec.name), []
+    for node in comments:
         start, end = max(node.start_byte, offset), min(node.end_byte, snippet.end)
         if start < end:
             add_lines(start, end, "block" if data[start:end].startswith(b"/*") else "line")
-    if language == "python":
-        for string, closing in _docstring_bodies(snippet.tree.root_node):
+    if owners:
+        for string, closing in _docstring_bodies(owners):
             opening = string.children[0]
             quote = closing.decode()[-1:] or '"'
             add_lines(opening.end_byte, string.children[-1].start_byte, quote)
