@@ -15,17 +15,21 @@ needs: what any attack must do at least once). Each attack is timed end to end t
 the dataset-level pass of k_shift_dataset / most_popular, renaming, the renaming record. Printed:
 functions/s, the ratio attack time / parse-only time (target: within 3x), and for Python the
 projected time of CodeSearchNet Python's 251,820 training functions on one core and, measured with
-``workers=<cores>``, on all cores of this machine. ``translation`` runs apertium (an external process):
-its own verdict holds the CPU time of this process (finding the documentation lines, putting the
-translations back) to the target, and its wall clock (apertium included) is printed beside it and
-used for its projection. Each attack is timed alternately with
-the parse-only baseline, best of ``--repeat`` (default 3) each, so a busy machine slows both alike;
-the ratio is attack / baseline. Both are measured in CPU time of this process (``time.process_time``:
-what the work costs, whatever share of a core a busy machine leaves it) and in wall-clock time; the
-verdict uses CPU time. On a machine shared with other jobs the wall-clock ratio still sways (the short
-baseline catches a quiet moment more easily than the attack), so the median of the per-pair wall ratios
-is printed beside it. The first line says whether the analysis runs compiled (Cython, built by
-``make setup``) or as pure Python (``CSBENCH_PURE_PYTHON=1``).
+``workers=<cores>``, on all cores of this machine. ``translation`` runs apertium (an external
+process): its own verdict holds the CPU time of this process (finding the documentation lines,
+putting the translations back) to the target; its wall clock (apertium included) is printed beside
+it and used for its projection.
+
+Each attack is timed alternately with the parse-only baseline, best of ``--repeat`` (default 3)
+each, so a busy machine slows both alike; the ratio is attack / baseline. Each set is timed in a
+fresh interpreter, as the pipeline runs each (dataset, attack) job in its own process, so a set's
+numbers do not depend on the sets timed before it. Both are measured in CPU time
+of the process (``time.process_time``: what the work costs, whatever share of a core a busy machine
+leaves it) and in wall-clock time; the verdict uses CPU time. On a machine shared with other jobs
+the wall-clock ratio still sways (the short baseline catches a quiet moment more easily than the
+attack), so the median of the per-pair wall ratios is printed beside it. The first line says
+whether the analysis runs compiled (Cython, built by ``make setup``) or as pure Python
+(``CSBENCH_PURE_PYTHON=1``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -176,6 +181,10 @@ def paired(baseline, fn, repeat: int, rounds: int = 1) -> tuple[Timing, Timing, 
     )
 
 
+SHARED_SETS = {"python-csn": "python", "ruby-csn": "ruby"}  # set -> language (``shared_sets``)
+RESULT = "@@result "  # the line a set's child process reports its ratios on, as JSON
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--languages", nargs="+", default=list(CORPORA))
@@ -183,79 +192,108 @@ def main() -> int:
     parser.add_argument("--attacks", nargs="+", default=ATTACKS)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-shared", action="store_true", help="skip the CodeSearchNet sets of ../shared/data")
+    parser.add_argument("--set", help=argparse.SUPPRESS)  # one set, in this process (what each child runs)
     args = parser.parse_args()
-    cores = os.cpu_count() or 1
+    if args.set:
+        return measure_set(args)
     print(f"analysis: {compiled_status()}")
-    worst: dict[str, float] = {}  # CPU time
-    worst_wall: dict[str, float] = {}
-    worst_median: dict[str, float] = {}
-    translation: dict[str, tuple[float, float]] = {}  # set -> (CPU ratio, wall-clock ratio)
-    sets = {language: (language, *functions(language, args.functions)) for language in args.languages}
+    names = list(args.languages)
     if not args.no_shared:
-        sets.update((name, found) for name, found in shared_sets(args.functions).items() if found[0] in args.languages)
-    # the set the all-cores projection of CodeSearchNet Python's training split is measured on
-    projected = "python-csn" if sets.get("python-csn", ("", []))[1] else "python"
-    for name, (language, codes, origin) in sets.items():
-        if not codes:
-            print(f"{name}: no functions (sources absent)")
-            continue
-        frame = pd.DataFrame({"language": language, "code": codes})
-
-        def parse_only(codes=codes, lang=language):
-            return [parse_snippet(c, lang) for c in codes]
-
-        rounds = rounds_for(parse_only)
-        base = best(parse_only, args.repeat)
-        print(f"\n{name}: {len(codes)} functions ({origin}); each timing runs {rounds}x")
-        print(f"  {'':<26} {'fn/s (CPU)':>10}  {'CPU ratio':>9}  {'wall ratio':>10}  (median of pairs, wall)")
-        print(f"  {'parse only':<26} {len(codes) / base.cpu:>10.0f}  {1:>8.2f}x  {1:>9.2f}x")
-        for spec in args.attacks:
-            parse_t, attack_t, median = paired(
-                parse_only,
-                lambda spec=spec, frame=frame: run_attack(spec, {"train": frame}, progress=False),
-                args.repeat,
-                rounds,
-            )
-            ratio, wall_ratio = attack_t.cpu / parse_t.cpu, attack_t.wall / parse_t.wall
-            if "translation" not in spec:
-                worst[name] = max(worst.get(name, 0.0), ratio)
-                worst_wall[name] = max(worst_wall.get(name, 0.0), wall_ratio)
-                worst_median[name] = max(worst_median.get(name, 0.0), median)
-            elif spec == "translation":
-                translation[name] = (ratio, wall_ratio)
-            line = f"  {spec:<26} {len(codes) / attack_t.cpu:>10.0f}  {ratio:>8.2f}x  {wall_ratio:>9.2f}x"
-            line += f"  ({median:4.2f}x)"
-            if language == "python":
-                if "translation" in spec:  # apertium's time is not this process's CPU time: wall clock
-                    minutes = CSN_PYTHON_TRAIN * attack_t.wall / len(codes) / 60
-                    line += f"   251,820 fns: {minutes:6.1f} min on 1 core (wall clock)"
-                else:
-                    line += f"   251,820 fns: {CSN_PYTHON_TRAIN * attack_t.cpu / len(codes) / 60:6.1f} min on 1 core"
-            print(line)
-        if name == projected and cores > 1:
-            print(f"  with workers={cores} (all cores):")
-            for spec in [s for s in args.attacks if "translation" not in s]:
-                seconds = best(
-                    lambda spec=spec, frame=frame: run_attack(spec, {"train": frame}, workers=cores, progress=False),
-                    args.repeat,
-                ).wall  # the workers' CPU time is not this process's
-                minutes = CSN_PYTHON_TRAIN * seconds / len(codes) / 60
-                print(f"  {spec:<26} {len(codes) / seconds:>9.0f} fn/s   251,820 fns: {minutes:6.1f} min")
-    print("\nworst attack / parse-only ratio per set (translation excluded; target <= 3x, CPU time):")
-    for name, ratio in worst.items():
-        verdict = "ok" if ratio <= 3 else "ABOVE TARGET"
-        print(
-            f"  {name:<11} {ratio:5.2f}x  {verdict:<12}  (wall clock: {worst_wall[name]:4.2f}x,"
-            f" median of pairs {worst_median[name]:4.2f}x)"
+        names += [name for name, language in SHARED_SETS.items() if language in args.languages]
+    results = {}
+    for name in names:  # each set in a fresh interpreter, as each (dataset, attack) job of the pipeline
+        child = subprocess.run(
+            [sys.executable, __file__, *sys.argv[1:], "--set", name], capture_output=True, text=True, check=False
         )
-    if translation:
+        for line in child.stdout.splitlines():
+            if line.startswith(RESULT):
+                results[name] = json.loads(line.removeprefix(RESULT))
+            else:
+                print(line, flush=True)
+        if child.returncode != 0:
+            print(f"{name}: failed\n{child.stderr[-3000:]}", file=sys.stderr)
+            return child.returncode
+    print("\nworst attack / parse-only ratio per set (translation excluded; target <= 3x, CPU time):")
+    for name, found in results.items():
+        if "worst" in found:
+            verdict = "ok" if found["worst"] <= 3 else "ABOVE TARGET"
+            print(
+                f"  {name:<11} {found['worst']:5.2f}x  {verdict:<12}  (wall clock: {found['worst_wall']:4.2f}x,"
+                f" median of pairs {found['worst_median']:4.2f}x)"
+            )
+    translated = {name: found["translation"] for name, found in results.items() if "translation" in found}
+    if translated:
         print(
             "\ntranslation, CPU time of this process / parse-only (target <= 3x; apertium runs as a separate"
             " process: its time is in the wall clock only):"
         )
-        for name, (ratio, wall_ratio) in translation.items():
+        for name, (ratio, wall_ratio) in translated.items():
             verdict = "ok" if ratio <= 3 else "ABOVE TARGET"
             print(f"  {name:<11} {ratio:5.2f}x  {verdict:<12}  (wall clock, apertium included: {wall_ratio:5.1f}x)")
+    return 0
+
+
+def measure_set(args: argparse.Namespace) -> int:
+    """Times every attack of ``args.attacks`` on the set ``args.set`` and prints its table, then its
+    ratios as one ``RESULT`` line of JSON."""
+    cores = os.cpu_count() or 1
+    name = args.set
+    if name in SHARED_SETS:
+        found = shared_sets(args.functions).get(name)
+        language, codes, origin = found if found else (SHARED_SETS[name], [], "")
+    else:
+        language, (codes, origin) = name, functions(name, args.functions)
+    if not codes:
+        print(f"{name}: no functions (sources absent)")
+        print(RESULT + "{}")
+        return 0
+    # the set the all-cores projection of CodeSearchNet Python's training split is measured on
+    has_csn = (SHARED_DATA / "cosqa" / "code_idx_map.txt").is_file() and not args.no_shared
+    projected = name == "python-csn" or (name == "python" and not has_csn)
+    result: dict[str, object] = {}
+    frame = pd.DataFrame({"language": language, "code": codes})
+
+    def parse_only(codes=codes, lang=language):
+        return [parse_snippet(c, lang) for c in codes]
+
+    rounds = rounds_for(parse_only)
+    base = best(parse_only, args.repeat)
+    print(f"\n{name}: {len(codes)} functions ({origin}); each timing runs {rounds}x")
+    print(f"  {'':<26} {'fn/s (CPU)':>10}  {'CPU ratio':>9}  {'wall ratio':>10}  (median of pairs, wall)")
+    print(f"  {'parse only':<26} {len(codes) / base.cpu:>10.0f}  {1:>8.2f}x  {1:>9.2f}x")
+    for spec in args.attacks:
+        parse_t, attack_t, median = paired(
+            parse_only,
+            lambda spec=spec, frame=frame: run_attack(spec, {"train": frame}, progress=False),
+            args.repeat,
+            rounds,
+        )
+        ratio, wall_ratio = attack_t.cpu / parse_t.cpu, attack_t.wall / parse_t.wall
+        if "translation" not in spec:
+            result["worst"] = max(result.get("worst", 0.0), ratio)
+            result["worst_wall"] = max(result.get("worst_wall", 0.0), wall_ratio)
+            result["worst_median"] = max(result.get("worst_median", 0.0), median)
+        elif spec == "translation":
+            result["translation"] = (ratio, wall_ratio)
+        line = f"  {spec:<26} {len(codes) / attack_t.cpu:>10.0f}  {ratio:>8.2f}x  {wall_ratio:>9.2f}x"
+        line += f"  ({median:4.2f}x)"
+        if language == "python":
+            if "translation" in spec:  # apertium's time is not this process's CPU time: wall clock
+                minutes = CSN_PYTHON_TRAIN * attack_t.wall / len(codes) / 60
+                line += f"   251,820 fns: {minutes:6.1f} min on 1 core (wall clock)"
+            else:
+                line += f"   251,820 fns: {CSN_PYTHON_TRAIN * attack_t.cpu / len(codes) / 60:6.1f} min on 1 core"
+        print(line, flush=True)
+    if projected and cores > 1:
+        print(f"  with workers={cores} (all cores):")
+        for spec in [s for s in args.attacks if "translation" not in s]:
+            seconds = best(
+                lambda spec=spec, frame=frame: run_attack(spec, {"train": frame}, workers=cores, progress=False),
+                args.repeat,
+            ).wall  # the workers' CPU time is not this process's
+            minutes = CSN_PYTHON_TRAIN * seconds / len(codes) / 60
+            print(f"  {spec:<26} {len(codes) / seconds:>9.0f} fn/s   251,820 fns: {minutes:6.1f} min", flush=True)
+    print(RESULT + json.dumps(result))
     return 0
 
 

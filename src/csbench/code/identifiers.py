@@ -206,9 +206,30 @@ def identifiers_and_comments(
 _PHP_NAME = re.compile(r"^[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*$")
 
 
-@functools.lru_cache(maxsize=1 << 16)  # the attacks check the same names over and over
+# language -> name -> is_valid_name(name, language): the attacks check the same names over and over
+# (settling each proposal, then validating each renaming); two dict lookups cost a fraction of an
+# lru_cache call. Each language's memo is emptied when it reaches _VALIDITY_LIMIT names.
+_VALIDITY: dict[str, dict[str, bool]] = {}
+_VALIDITY_LIMIT = 1 << 16
+
+
 def is_valid_name(name: str, language: str) -> bool:
     """Whether ``name`` can replace a defined name in ``language`` (PHP: without the ``$``)."""
+    known = _VALIDITY.get(language)
+    if known is not None:
+        valid = known.get(name)
+        if valid is not None:
+            return valid
+    valid = _is_valid_name(name, language)  # checks the language first
+    if known is None:
+        known = _VALIDITY.setdefault(language, {})
+    elif len(known) >= _VALIDITY_LIMIT:
+        known.clear()
+    known[name] = valid
+    return valid
+
+
+def _is_valid_name(name: str, language: str) -> bool:
     _check_language(language)
     if language == "php":
         return bool(_PHP_NAME.match(name)) and name != "this" and name not in PHP_SPECIAL_VARIABLES
@@ -272,7 +293,7 @@ def rename_edits(
     if invalid:
         raise ValueError(f"not valid {language} identifiers: {invalid}")
     names = ids.names
-    if len(set(map(mapping.get, names, names))) != len(names):
+    if len({mapping.get(name, name) for name in names}) != len(names):
         final: dict[str, str] = {}
         for name in names:
             new = mapping.get(name, name)
