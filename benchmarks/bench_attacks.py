@@ -53,6 +53,7 @@ from csbench.code.extract import extract_functions
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+CSN_POOL = SHARED_DATA / "cosqa" / "code_idx_map.txt"  # CoSQA's code pool: CodeSearchNet Python functions
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_extract_languages import read_sources  # noqa: E402
 
@@ -109,9 +110,8 @@ def shared_sets(limit: int) -> dict[str, tuple[str, list[str], str]]:
     """Real CodeSearchNet functions in ``../shared/data`` (empty without it): set name -> (language,
     at most ``limit`` distinct functions, where they come from)."""
     sets = {}
-    pool = SHARED_DATA / "cosqa" / "code_idx_map.txt"
-    if pool.is_file():
-        codes = list(json.loads(pool.read_text(encoding="utf-8")))  # {code: index}: distinct functions
+    if CSN_POOL.is_file():
+        codes = list(json.loads(CSN_POOL.read_text(encoding="utf-8")))  # {code: index}: distinct functions
         sets["python-csn"] = ("python", codes[:limit], f"{min(len(codes), limit)} of the CoSQA code pool")
     ruby = [SHARED_DATA / "codesearchnet" / "ruby" / f"{split}.jsonl" for split in ("test", "valid")]
     if all(path.is_file() for path in ruby):
@@ -187,7 +187,7 @@ RESULT = "@@result "  # the line a set's child process reports its ratios on, as
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--languages", nargs="+", default=list(CORPORA))
+    parser.add_argument("--languages", nargs="+", default=list(CORPORA), choices=list(CORPORA))
     parser.add_argument("--functions", type=int, default=2000)
     parser.add_argument("--attacks", nargs="+", default=ATTACKS)
     parser.add_argument("--repeat", type=int, default=3)
@@ -202,16 +202,17 @@ def main() -> int:
         names += [name for name, language in SHARED_SETS.items() if language in args.languages]
     results = {}
     for name in names:  # each set in a fresh interpreter, as each (dataset, attack) job of the pipeline
-        child = subprocess.run(
-            [sys.executable, __file__, *sys.argv[1:], "--set", name], capture_output=True, text=True, check=False
-        )
-        for line in child.stdout.splitlines():
-            if line.startswith(RESULT):
-                results[name] = json.loads(line.removeprefix(RESULT))
-            else:
-                print(line, flush=True)
+        # its table printed as it comes (a set with translation takes minutes), its errors straight through
+        with subprocess.Popen(
+            [sys.executable, __file__, *sys.argv[1:], "--set", name], stdout=subprocess.PIPE, text=True
+        ) as child:
+            for line in child.stdout:
+                if line.startswith(RESULT):
+                    results[name] = json.loads(line.removeprefix(RESULT))
+                else:
+                    print(line, end="", flush=True)
         if child.returncode != 0:
-            print(f"{name}: failed\n{child.stderr[-3000:]}", file=sys.stderr)
+            print(f"{name}: failed (exit {child.returncode})", file=sys.stderr)
             return child.returncode
     print("\nworst attack / parse-only ratio per set (translation excluded; target <= 3x, CPU time):")
     for name, found in results.items():
@@ -248,8 +249,7 @@ def measure_set(args: argparse.Namespace) -> int:
         print(RESULT + "{}")
         return 0
     # the set the all-cores projection of CodeSearchNet Python's training split is measured on
-    has_csn = (SHARED_DATA / "cosqa" / "code_idx_map.txt").is_file() and not args.no_shared
-    projected = name == "python-csn" or (name == "python" and not has_csn)
+    projected = name == "python-csn" or (name == "python" and (args.no_shared or not CSN_POOL.is_file()))
     result: dict[str, object] = {}
     frame = pd.DataFrame({"language": language, "code": codes})
 
@@ -277,12 +277,9 @@ def measure_set(args: argparse.Namespace) -> int:
             result["translation"] = (ratio, wall_ratio)
         line = f"  {spec:<26} {len(codes) / attack_t.cpu:>10.0f}  {ratio:>8.2f}x  {wall_ratio:>9.2f}x"
         line += f"  ({median:4.2f}x)"
-        if language == "python":
-            if "translation" in spec:  # apertium's time is not this process's CPU time: wall clock
-                minutes = CSN_PYTHON_TRAIN * attack_t.wall / len(codes) / 60
-                line += f"   251,820 fns: {minutes:6.1f} min on 1 core (wall clock)"
-            else:
-                line += f"   251,820 fns: {CSN_PYTHON_TRAIN * attack_t.cpu / len(codes) / 60:6.1f} min on 1 core"
+        if language == "python":  # translation: apertium's time is not this process's CPU time
+            seconds, clock = (attack_t.wall, " (wall clock)") if "translation" in spec else (attack_t.cpu, "")
+            line += f"   251,820 fns: {CSN_PYTHON_TRAIN * seconds / len(codes) / 60:6.1f} min on 1 core{clock}"
         print(line, flush=True)
     if projected and cores > 1:
         print(f"  with workers={cores} (all cores):")

@@ -9,6 +9,7 @@ are translated once.
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
-from tree_sitter import Node
+from tree_sitter import Node, Query
 
 from csbench.code.comments import comment_nodes, is_docstring_literal, parse_snippet, python_docstring_node
 from csbench.code.languages import language_spec
@@ -90,13 +91,17 @@ class Apertium:
         return translated
 
 
+@functools.cache
+def _python_documentation_query(comment_types: frozenset[str]) -> Query:
+    comments = " ".join(f"({kind}) @comment" for kind in sorted(comment_types))
+    return get_query("python", f"{comments} {_PY_DOC_OWNERS_QUERY}")
+
+
 def _python_documentation(root: Node, comment_types: frozenset[str]) -> tuple[list[Node], list[Node]]:
     """The comment nodes (document order) and the nodes that may own a docstring (module, functions,
     classes, nested ones included) of a Python tree, found by one query (one traversal, in C)."""
-    comments = " ".join(f"({kind}) @comment" for kind in sorted(comment_types))
-    query = get_query("python", f"{comments} {_PY_DOC_OWNERS_QUERY}")
     found: dict[str, list[Node]] = {"comment": [], "owner": []}
-    for node, name in query.captures(root):
+    for node, name in _python_documentation_query(comment_types).captures(root):
         found[name].append(node)
     return found["comment"], found["owner"]
 
@@ -105,15 +110,14 @@ def _docstring_bodies(owners: list[Node]) -> list[tuple[Node, bytes]]:
     """(string node, its closing delimiter) of the docstring of each of ``owners`` that has one."""
     bodies = []
     for node in owners:
-        if node.type in _PY_DOC_OWNERS:
-            statement = python_docstring_node(node)
-            if statement is None:
-                continue
-            literal = statement.named_children[0]
-            while literal.type == "parenthesized_expression":
-                literal = literal.named_children[0]
-            strings = literal.named_children if literal.type == "concatenated_string" else [literal]
-            bodies.extend((s, s.children[-1].text) for s in strings if is_docstring_literal(s) and s.child_count >= 2)
+        statement = python_docstring_node(node)
+        if statement is None:
+            continue
+        literal = statement.named_children[0]
+        while literal.type == "parenthesized_expression":
+            literal = literal.named_children[0]
+        strings = literal.named_children if literal.type == "concatenated_string" else [literal]
+        bodies.extend((s, s.children[-1].text) for s in strings if is_docstring_literal(s) and s.child_count >= 2)
     return bodies
 
 

@@ -206,30 +206,9 @@ def identifiers_and_comments(
 _PHP_NAME = re.compile(r"^[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*$")
 
 
-# language -> name -> is_valid_name(name, language): the attacks check the same names over and over
-# (settling each proposal, then validating each renaming); two dict lookups cost a fraction of an
-# lru_cache call. Each language's memo is emptied when it reaches _VALIDITY_LIMIT names.
-_VALIDITY: dict[str, dict[str, bool]] = {}
-_VALIDITY_LIMIT = 1 << 16
-
-
+@functools.lru_cache(maxsize=1 << 16)  # the attacks check the same names over and over
 def is_valid_name(name: str, language: str) -> bool:
     """Whether ``name`` can replace a defined name in ``language`` (PHP: without the ``$``)."""
-    known = _VALIDITY.get(language)
-    if known is not None:
-        valid = known.get(name)
-        if valid is not None:
-            return valid
-    valid = _is_valid_name(name, language)  # checks the language first
-    if known is None:
-        known = _VALIDITY.setdefault(language, {})
-    elif len(known) >= _VALIDITY_LIMIT:
-        known.clear()
-    known[name] = valid
-    return valid
-
-
-def _is_valid_name(name: str, language: str) -> bool:
     _check_language(language)
     if language == "php":
         return bool(_PHP_NAME.match(name)) and name != "this" and name not in PHP_SPECIAL_VARIABLES
@@ -1853,10 +1832,8 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
         if node is None or node.type != "identifier":
             return
-        position = node.start_byte
-        name = data[position - start : node.end_byte - start].decode("utf-8")
-        scopes.setdefault(name, []).append((scope[0], scope[1], visible_from))
-        binding_roles[position] = role
+        scopes.setdefault(text(node), []).append((scope[0], scope[1], visible_from))
+        binding_roles[node.start_byte] = role
 
     assignments = found["assignment"]
     if start or root.end_byte > end:  # (R code is parsed without a wrapper: every node is the snippet's)
