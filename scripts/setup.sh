@@ -60,7 +60,7 @@ PY
 # csbench._native.HOT_MODULES): editing one reinstalls, so the compiled modules are rebuilt.
 COMPILED_SOURCES=(
   src/csbench/code/identifiers.py src/csbench/code/comments.py src/csbench/code/parsing.py
-  src/csbench/attacks/__init__.py src/csbench/attacks/renaming.py
+  src/csbench/code/treequery.py src/csbench/attacks/__init__.py src/csbench/attacks/renaming.py
 )
 
 install_python_packages() {

@@ -30,6 +30,7 @@ HOT_MODULES = {
     "csbench.attacks.renaming": "attacks/renaming.py",
     "csbench.attacks": "attacks/__init__.py",
     "csbench.code.parsing": "code/parsing.py",
+    "csbench.code.treequery": "code/treequery.py",
 }
 MANIFEST = "_compiled.json"
 PURE_ENV = "CSBENCH_PURE_PYTHON"

@@ -11,8 +11,10 @@ language follow. Byte spans are offsets into ``code.encode("utf-8")``.
 
 How (speed matters: the code attacks analyse every function of a dataset): Python is analysed by a
 walk over the named nodes that follows Python's scoping; the other languages by one tree-sitter query
-each, which finds in C the identifiers, comments, scopes and binding constructs (and the identifiers
-in positions that are not variables), so that Python code only touches those nodes. Both also
+each, which finds the identifiers, comments, scopes and binding constructs (and the identifiers in
+positions that are not variables), so that Python code only touches those nodes. The query runs in
+tree-sitter's query cursor, in C, except for R, where ``csbench.code.treequery`` matches it on a
+walk of the tree with the same captures, when compiled (faster there: ``_WALKED``). Both also
 collect the comment nodes comment removal needs (``identifiers_and_comments``), so an attack parses
 and traverses each snippet once.
 
@@ -147,6 +149,7 @@ try:  # C types for a few hot loops when compiled (csbench._native); no-ops as P
 except ImportError:  # Cython not installed: run as Python
     from csbench import _cython_shim as cython
 
+from csbench.code import treequery
 from csbench.code.comments import Snippet, parse_snippet
 from csbench.code.parsing import LANGUAGES, get_parser, get_query, walk
 
@@ -691,17 +694,40 @@ def _identifiers(node: Node) -> list[Node]:
 
 def _captures(language: str, root: Node) -> dict[str, list[Node]]:
     """The nodes the analysis query of ``language`` captures below ``root``, by capture name (each list
-    in document order). One query per language: its traversal of the tree, in C, costs about the same
-    for any set of patterns, and is most of the cost of a capture."""
+    in document order). One query per language: its traversal of the tree costs about the same for
+    any set of patterns, and is most of the cost of a capture."""
+    return _capturer(language)(root)
+
+
+# Languages whose analysis query is matched by a walk of the tree (``csbench.code.treequery``) when that
+# module runs compiled: same captures. Chosen by the attack's end-to-end time, not the captures' alone
+# (benchmarks/bench_treequery.py times those): on R the captures take 0.54x of the parse against 0.73x
+# with tree-sitter's query cursor, and `ordered_id` 2.60x against 2.78x; JavaScript's captures are
+# faster walked too (0.63x against 0.71x) but its attacks were not (`full_hash` 2.67x against 2.61x:
+# the walk allocates a node object for every node); Go and PHP capture slower walked, and as plain
+# Python the walk is the slower one everywhere.
+_WALKED = frozenset({"r"})
+
+
+@functools.cache
+def _capturer(language: str) -> Callable[[Node], dict[str, list[Node]]]:
+    """``_captures`` for ``language``: tree-sitter's query, or the walk of ``_WALKED``."""
+    if language in _WALKED and treequery.COMPILED:
+        return treequery.WalkQuery(_tree_sitter_language(language), _QUERIES[language]()).captures
     query, names = _analysis_query(language)
-    found: dict[str, list[Node]] = {name: [] for name in names}
-    for node, name in query.captures(root):
-        found[name].append(node)
-    return found
+
+    def captures(root: Node) -> dict[str, list[Node]]:
+        found: dict[str, list[Node]] = {name: [] for name in names}
+        for node, name in query.captures(root):
+            found[name].append(node)
+        return found
+
+    return captures
 
 
 @functools.cache
 def _analysis_query(language: str) -> tuple[Query, tuple[str, ...]]:
+    """Tree-sitter's query of the analysis of ``language``, and its capture names in order."""
     source = _QUERIES[language]()
     return get_query(language, source), tuple(dict.fromkeys(re.findall(r"@(\w+)", source)))
 
