@@ -204,6 +204,7 @@ def test_plan_reads_the_manifest_and_hashes_only_built_sources(tmp_path: Path, m
         "csbench.attacks.renaming": native.NOT_BUILT,
         "csbench.attacks": native.COMPILED,
         "csbench.code.parsing": native.STALE,
+        "csbench.code.treequery": native.NOT_BUILT,
     }
     (tmp_path / native.MANIFEST).unlink()  # no manifest: nothing built is trusted
     assert native.plan(tmp_path)["csbench.code.identifiers"] == native.STALE
