@@ -24,7 +24,7 @@ from pathlib import Path
 
 from csbench.code import identifiers, treequery
 from csbench.code.comments import parse_snippet
-from csbench.code.parsing import get_query
+from csbench.code.parsing import captures_by_name, get_query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_attacks import functions
@@ -53,10 +53,7 @@ def measure(language: str, limit: int, repeat: int) -> str:
     query = get_query(language, source)
 
     def by_query(root):
-        found = {name: [] for name in walk.names}
-        for node, name in query.captures(root):
-            found[name].append(node)
-        return found
+        return captures_by_name(query, walk.names, root)
 
     def ids(found):
         return {name: [node.id for node in nodes] for name, nodes in found.items()}

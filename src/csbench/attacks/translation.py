@@ -21,7 +21,7 @@ from tree_sitter import Node, Query
 
 from csbench.code.comments import comment_nodes, is_docstring_literal, parse_snippet, python_docstring_node
 from csbench.code.languages import language_spec
-from csbench.code.parsing import get_query
+from csbench.code.parsing import captures_by_name, get_query
 
 INSTALL_HINT = "install Debian's apertium and apertium-eng-spa (scripts/setup.sh does when apt is usable)"
 # Leading comment markers of one line of a comment, and the closing marker of a block comment.
@@ -100,9 +100,7 @@ def _python_documentation_query(comment_types: frozenset[str]) -> Query:
 def _python_documentation(root: Node, comment_types: frozenset[str]) -> tuple[list[Node], list[Node]]:
     """The comment nodes (document order) and the nodes that may own a docstring (module, functions,
     classes, nested ones included) of a Python tree, found by one query (one traversal, in C)."""
-    found: dict[str, list[Node]] = {"comment": [], "owner": []}
-    for node, name in _python_documentation_query(comment_types).captures(root):
-        found[name].append(node)
+    found = captures_by_name(_python_documentation_query(comment_types), ("comment", "owner"), root)
     return found["comment"], found["owner"]
 
 

@@ -151,7 +151,7 @@ except ImportError:  # Cython not installed: run as Python
 
 from csbench.code import treequery
 from csbench.code.comments import Snippet, parse_snippet
-from csbench.code.parsing import LANGUAGES, get_parser, get_query, walk
+from csbench.code.parsing import LANGUAGES, captures_by_name, get_parser, get_query, walk
 
 ROLES = ("fun", "arg", "var")
 IMPLEMENTED = ("python", "php", "go", "javascript", "java", "ruby", "r")
@@ -714,15 +714,7 @@ def _capturer(language: str) -> Callable[[Node], dict[str, list[Node]]]:
     """``_captures`` for ``language``: tree-sitter's query, or the walk of ``_WALKED``."""
     if language in _WALKED and treequery.COMPILED:
         return treequery.WalkQuery(_tree_sitter_language(language), _QUERIES[language]()).captures
-    query, names = _analysis_query(language)
-
-    def captures(root: Node) -> dict[str, list[Node]]:
-        found: dict[str, list[Node]] = {name: [] for name in names}
-        for node, name in query.captures(root):
-            found[name].append(node)
-        return found
-
-    return captures
+    return functools.partial(captures_by_name, *_analysis_query(language))
 
 
 @functools.cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from tree_sitter import Node, Parser, Query, Tree
 
@@ -38,6 +38,15 @@ def get_query(language: str, source: str) -> Query:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return tree_sitter_languages.get_language(language).query(source)
+
+
+def captures_by_name(query: Query, names: Iterable[str], node: Node) -> dict[str, list[Node]]:
+    """The nodes ``query`` captures below ``node``, grouped by capture name (``names``: every name
+    the query has), each list in tree-sitter's capture order."""
+    found: dict[str, list[Node]] = {name: [] for name in names}
+    for hit, name in query.captures(node):
+        found[name].append(hit)
+    return found
 
 
 def captured(language: str, source: str, node: Node) -> list[Node]:

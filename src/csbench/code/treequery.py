@@ -186,15 +186,19 @@ _ERROR = 65535  # the kind id of tree-sitter's ERROR nodes (``ts_builtin_sym_err
 Match = list[tuple[str, Node]]  # the captures of one match
 
 
+def _is_kind(node: Node, kinds: frozenset[int] | None, named: bool) -> bool:
+    """Whether ``node`` is of one of ``kinds`` (None: of any kind; then a named node if ``named``)."""
+    if kinds is not None:
+        return node.kind_id in kinds
+    return node.is_named or not named
+
+
 def _matches(node: Node, pattern: _Pattern | _Alternation) -> list[Match]:
     """Every match of ``pattern`` at ``node``, as its captures (outer first)."""
     if isinstance(pattern, _Alternation):
         found = [match for alternative in pattern.alternatives for match in _matches(node, alternative)]
     else:
-        if pattern.kinds is not None:
-            if node.kind_id not in pattern.kinds:
-                return []
-        elif pattern.named and not node.is_named:
+        if not _is_kind(node, pattern.kinds, pattern.named):
             return []
         if not pattern.children:
             found = [[]]
@@ -294,10 +298,7 @@ class WalkQuery:
                         field, kinds, named, capture = child
                         captured_under = keyed[capture]
                         for captured in node.children_by_field_name(field) if field is not None else node.children:
-                            if kinds is not None:
-                                if captured.kind_id not in kinds:
-                                    continue
-                            elif named and not captured.is_named:
+                            if not _is_kind(captured, kinds, named):
                                 continue
                             captured_under.append((captured.start_byte, index, seq, captured))
                             seq += 1
@@ -315,10 +316,6 @@ class WalkQuery:
                 continue
             break
         for name, entries_of_name in keyed.items():
-            entries_of_name.sort(key=_order)
+            entries_of_name.sort()  # (start, pattern index, walk order): seq is unique, nodes never compared
             found[name] = [entry[3] for entry in entries_of_name]
         return found
-
-
-def _order(entry: tuple[int, int, int, Node]) -> tuple[int, int, int]:
-    return entry[0], entry[1], entry[2]
