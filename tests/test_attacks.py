@@ -140,12 +140,15 @@ def test_full_hash_is_role_prefix_plus_sha1_of_the_name():
     assert "_get_local_timezone()" in code and "is_datetime64tz_dtype" in code  # free names stay
 
 
-def test_advtest_normalize_matches_the_codexglue_release_style():
-    (code,) = attacked("advtest_normalize", [THESIS])
+def test_advtest_normalize_scoped_follows_the_codexglue_naming_scheme():
+    # (CodeXGLUE's own token-based advtest_normalize: tests/test_advtest_normalize.py)
+    (code,) = attacked("advtest_normalize_scoped", [THESIS])
     assert code.startswith("def Func(arg_0, arg_1):\n")
     assert "arg_2 = arg_1 or _get_local_timezone()" in code
     (ruby,) = attacked(
-        "advtest_normalize", ["def total(items)\n  sum = 0\n  items.each { |x| sum += x }\n  sum\nend\n"], "ruby"
+        "advtest_normalize_scoped",
+        ["def total(items)\n  sum = 0\n  items.each { |x| sum += x }\n  sum\nend\n"],
+        "ruby",
     )
     assert ruby.startswith("def func(arg_0)")  # a Ruby method name cannot start upper-case
 
@@ -165,6 +168,7 @@ def test_registry_has_every_spec_attack():
         "most_popular",
         "ordered_id",
         "advtest_normalize",
+        "advtest_normalize_scoped",
     }
 
 
@@ -350,7 +354,7 @@ RENAMING_SPECS = [
     "random_permutation",
     "most_popular",
     "ordered_id",
-    "advtest_normalize",
+    "advtest_normalize_scoped",  # (advtest_normalize does not preserve meaning, on purpose: see its own tests)
 ]
 LIMITS = {"python": 700, "php": 400, "go": 400, "javascript": 400, "java": 400, "ruby": 400, "r": 400}
 

@@ -146,8 +146,8 @@ def test_go_string_and_error_are_special_only_as_methods():
         ("a := b/*c*/+d\n", "a := b +d\n"),
         # a multi-line comment between tokens acts as a line break (automatic semicolons): keep one
         ("return x /* m\n*/ + y\n", "return x\n+ y\n"),
-        ('s := "// no" + `/* raw */` // yes\n', 's := "// no" + `/* raw */`\n'),
-        ("r := '/' // rune\n", "r := '/'\n"),
+        ('s := "// no" + `/* raw */` // yes\nt := s\n', 's := "// no" + `/* raw */`\nt := s\n'),
+        ("r := '/' // rune\nt := r\n", "r := '/'\nt := r\n"),
         ("x := 1 // c\r\ny := 2\r\n", "x := 1\r\ny := 2\r\n"),
     ],
 )
@@ -295,7 +295,7 @@ def test_java_nested_class_constructor_is_dropped():
     ("code", "expected"),
     [
         ("// c\nint x;", "int x;"),
-        ("int a /* x */, b; // y\n", "int a, b;\n"),
+        ("int a /* x */, b; // y\nint c;\n", "int a, b;\nint c;\n"),
         ("int c = a/*c*/+b;\n", "int c = a +b;\n"),
         ("    /* lead */ int x = 1;\n", "    int x = 1;\n"),
         ("/**\n * Javadoc inside code.\n */\nvoid f() {}\n", "void f() {}\n"),
@@ -429,7 +429,7 @@ def test_javascript_standard_methods_are_dropped(name):
     ("code", "expected"),
     [
         ("x = 1; // c\n/* d */\ny = 2;\n", "x = 1;\ny = 2;\n"),
-        ("var re = /\\/\\/x/; // yes\n", "var re = /\\/\\/x/;\n"),
+        ("var re = /\\/\\/x/; // yes\nre;\n", "var re = /\\/\\/x/;\nre;\n"),
         ("var t = `a /* b */ ${x}`; /* d */ y();\n", "var t = `a /* b */ ${x}`; y();\n"),
         # a multi-line comment between tokens is a line terminator for automatic semicolon insertion
         ("return /* a\n b */ x;\n", "return\nx;\n"),
@@ -594,10 +594,10 @@ def test_ruby_standard_methods_are_dropped(name):
 @pytest.mark.parametrize(
     ("code", "expected"),
     [
-        ('x = "#{a} # b" # c\n', 'x = "#{a} # b"\n'),
+        ('x = "#{a} # b" # c\ny = x\n', 'x = "#{a} # b"\ny = x\n'),
         ("a = 1\n=begin\nblock\n=end\nb = 2\n", "a = 1\nb = 2\n"),
         ("s = <<~EOS # c\n  # kept: heredoc text\nEOS\n", "s = <<~EOS\n  # kept: heredoc text\nEOS\n"),
-        ("x = %q(# no) # yes\n", "x = %q(# no)\n"),
+        ("x = %q(# no) # yes\ny = x\n", "x = %q(# no)\ny = x\n"),
         ("def f\n  1 # c\nend\n__END__\n# data, not code\n", "def f\n  1\nend\n__END__\n# data, not code\n"),
     ],
 )
@@ -657,7 +657,7 @@ def test_r_extraction():
 @pytest.mark.parametrize(
     ("code", "expected"),
     [
-        ("x <- '#' # c\n", "x <- '#'\n"),
+        ("x <- '#' # c\ny <- x\n", "x <- '#'\ny <- x\n"),
         ("#' roxygen\n## plain\nf <- function() 1\n", "f <- function() 1\n"),
         ('paste("a#b", # c\n  "d")\n', 'paste("a#b",\n  "d")\n'),
     ],

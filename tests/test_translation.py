@@ -227,3 +227,26 @@ def test_concurrent_batches_give_the_same_lines_in_order() -> None:
 
     lines = [f"line {i} {'x' * (i % 5)}" for i in range(40)]
     assert Slow().translate(lines, workers=4) == Slow().translate(lines) == [line[::-1] for line in lines]
+
+
+def test_a_comment_whose_end_is_unknown_is_not_translated_on_flattened_release_code(shared_data: Path) -> None:
+    """StatCodeSearch's R comes flattened (line breaks became spaces): a `#` comment there may run over
+    code. Comment removal keeps such a comment (tests/test_flattened_comments.py); translation must
+    leave it too, or it rewrites the code hidden in it (`res = retrievalByAuthorID(...)` -> upper case
+    here). Delimited comments of the same data are still translated."""
+    import json
+
+    from csbench.code.comments import has_undelimited_comment
+
+    records = json.loads((shared_data / "statcodesearch" / "sample.json").read_text(encoding="utf-8"))
+    codes = [record["Code"] for record in records]
+    kept = [code for code in codes if has_undelimited_comment(code, "r")]
+    assert len(kept) >= 10  # the sample has a dozen such snippets
+    out = translate_frame(pd.DataFrame({"code": codes, "language": "r"}), Upper())["code"].tolist()
+    assert [new for old, new in zip(codes, out, strict=True) if old in kept] == kept
+    block = "x <- 1 # a delimited comment\ny <- 2 # and its code\n"
+    assert translate_documentation(block, "r", {"a delimited comment": "UN COMENTARIO"}) == block.replace(
+        "a delimited comment", "UN COMENTARIO"
+    )
+    flattened = "x <- 1 # a comment hiding code y <- f(x) "
+    assert text_segments(flattened, "r") == []

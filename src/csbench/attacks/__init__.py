@@ -8,10 +8,11 @@ suffix (``k_shift_snippet-64`` is ``k_shift_snippet`` with ``k = 64``). Kinds:
 * ``none``: the code unchanged (only on its own);
 * comment attacks, at most one per spec: ``no_comment`` (remove comments and docstrings) and
   ``translation`` (translate them, keep them);
-* renaming attacks (``csbench.attacks.renaming``): rename the identifiers each snippet defines. On
-  their own, and composed with ``no_comment``, they rename the comment-free code, as in the thesis;
-  composed with ``translation`` they rename the original code and the comments are translated.
-  Several renamings in one spec apply left to right.
+* renaming attacks (``csbench.attacks.renaming``): rename the identifiers each snippet defines
+  (``advtest_normalize``, ``csbench.attacks.advtest``, instead rewrites each Python snippet by its
+  tokens as CodeXGLUE AdvTest did). On their own, and composed with ``no_comment``, they rename the
+  comment-free code, as in the thesis; composed with ``translation`` they rename the original code
+  and the comments are translated. Several renamings in one spec apply left to right.
 
 ``run_attack`` attacks every split of a dataset in one go, because two renamings look across
 snippets (``k_shift_dataset``, ``most_popular``). A dataset's snippets, in dataset order, are its
@@ -19,7 +20,7 @@ distinct (language, code) pairs in the order train, valid, test, codebase: the s
 test and in the codebase is attacked once and identically. Every attacked record carries the
 renaming it applied in the ``renaming`` column (JSON ``{old: new}`` over the identifiers the snippet
 defines, in order of first occurrence; PHP names without ``$``; ``{}`` for attacks that rename
-nothing).
+nothing; ``advtest_normalize``: every identifier whose text it changed).
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from csbench.attacks import advtest
 from csbench.attacks import renaming as R
-from csbench.code.comments import Snippet, parse_snippet, remove_comments
+from csbench.code.comments import Snippet, has_undelimited_comment, parse_snippet, remove_comments
 from csbench.code.identifiers import IMPLEMENTED
 from csbench.code.parsing import LANGUAGES
 from csbench.registry import Registry, UnknownNameError
@@ -78,6 +80,14 @@ class Attack:
     # a renaming whose proposal for a snippet depends on the other snippets (k_shift_dataset's donors,
     # most_popular's dataset ranking): the main process sees every analysis before renaming
     dataset_wide: bool = False
+    # a renaming attack that rewrites each snippet from its own tokens instead of proposing names for
+    # the identifier analysis (advtest_normalize): (code, language, keep_comments, parsed snippet) ->
+    # (attacked code, renaming); no settling, so nothing guarantees it is capture-free
+    rewrite: Callable[[str, str, bool, Snippet | None], tuple[str, dict[str, str]]] | None = None
+    # False: the attack may change what the code does, on purpose (it reproduces a release that does)
+    preserves_meaning: bool = True
+    # the registered attack to name when this one is refused for a dataset's languages
+    other_languages: str | None = None
 
 
 ATTACKS: Registry[Attack] = Registry("attack")
@@ -155,10 +165,24 @@ _register(Attack("ordered_id", "the j-th identifier -> id<j>", IMPLEMENTED, "ren
 _register(
     Attack(
         "advtest_normalize",
-        "AdvTest's normalisation: function name -> Func, parameters and locals -> arg_i",
+        "CodeXGLUE AdvTest's normalisation (Python), by tokens: the function name -> Func everywhere in the"
+        " text, the names of parameter lists and assignment / for targets -> arg_i wherever they stand as"
+        " tokens (call keywords included, attribute names and strings excepted); meaning not preserved",
+        advtest.LANGUAGES,
+        "renaming",
+        rewrite=advtest.rewrite,
+        preserves_meaning=False,
+        other_languages="advtest_normalize_scoped",
+    )
+)
+_register(
+    Attack(
+        "advtest_normalize_scoped",
+        "AdvTest's naming scheme on the identifier analysis: the function name -> Func, the parameters and"
+        " locals the snippet defines -> arg_i in order of first occurrence (scope-aware, capture-free)",
         IMPLEMENTED,
         "renaming",
-        strategy=R.advtest_normalize,
+        strategy=R.advtest_normalize_scoped,
     )
 )
 
@@ -206,12 +230,18 @@ def parse_spec(
 
 
 def _check_params(spec: str, c: Component, at: str) -> None:
+    # A shift of 0 renames nothing: k_shift_*-0 would silently be no_comment, so k starts at 1 (as the
+    # `-<k>` variant, in attack_params and in random_permutation's range).
     p = c.params
-    if "k" in c.attack.defaults and (not isinstance(p["k"], int) or p["k"] < 0):
-        raise ValueError(f"attack {spec!r}{at}: {c.attack.name}.k must be an integer >= 0, not {p['k']!r}")
-    if c.attack.name == "random_permutation" and not 0 <= p["min_k"] <= p["max_k"]:
+    if "k" in c.attack.defaults and (not isinstance(p["k"], int) or isinstance(p["k"], bool) or p["k"] < 1):
         raise ValueError(
-            f"attack {spec!r}{at}: random_permutation needs 0 <= min_k <= max_k, not {p['min_k']}..{p['max_k']}"
+            f"attack {spec!r}{at}: {c.attack.name}.k must be an integer >= 1, not {p['k']!r} "
+            "(a shift of 0 renames nothing: the attack would be no_comment)"
+        )
+    if c.attack.name == "random_permutation" and not 1 <= p["min_k"] <= p["max_k"]:
+        raise ValueError(
+            f"attack {spec!r}{at}: random_permutation needs 1 <= min_k <= max_k, not {p['min_k']}..{p['max_k']} "
+            "(a shift of 0 renames nothing)"
         )
 
 
@@ -228,8 +258,14 @@ def check_languages(spec: str, components: Sequence[Component], found: Sequence[
     """Fail early if the attack is not implemented for a language of the dataset."""
     missing = sorted(set(found) - set(languages(components)))
     if missing:
+        hints = "".join(
+            f"; {c.attack.other_languages} covers {', '.join(ATTACKS.get(c.attack.other_languages).languages)}"
+            for c in components
+            if c.attack.other_languages and "*" not in c.attack.languages and set(missing) - set(c.attack.languages)
+        )
         raise ValueError(
             f"attack {spec!r} is implemented for {', '.join(languages(components))}, not for {', '.join(missing)}"
+            + hints
         )
 
 
@@ -243,11 +279,16 @@ def _analyse_job(job: tuple[str, str, bool], snippet: Snippet | None = None) -> 
     try:
         return R.analyse(code, language, keep_comments, snippet=snippet), "", ""
     except Exception as err:  # one odd snippet must not stop a 250k-snippet attack
-        try:
-            text = code if keep_comments else remove_comments(code, language)
-        except Exception:
-            text = code
-        return None, text, f"{type(err).__name__}: {err}"
+        return None, _kept(code, language, keep_comments), f"{type(err).__name__}: {err}"
+
+
+def _kept(code: str, language: str, keep_comments: bool) -> str:
+    """The code an attack keeps for a snippet it could not treat: without its comments unless they are
+    kept (the code itself where even comment removal fails)."""
+    try:
+        return code if keep_comments else remove_comments(code, language)
+    except Exception:
+        return code
 
 
 # Snippets parsed together before they are analysed: tree-sitter's tables and the analysis code each
@@ -305,6 +346,23 @@ def _rename_batch(task: tuple[list[tuple[str, str, bool]], list[str], R.Strategy
     return _rename_analysed(_analyse_batch(jobs), [job[1] for job in jobs], sources, strategy, params)
 
 
+def _rewrite_batch(
+    task: tuple[list[tuple[str, str, bool]], Callable[..., tuple[str, dict[str, str]]]],
+) -> list[Renamed]:
+    """An attack's ``rewrite`` over one batch of ``_analyse_batch`` jobs, each snippet parsed once. Per
+    snippet: (attacked code, renaming, "") or, when it fails, (the code the attack keeps, None, the error)."""
+    jobs, rewrite = task
+    out: list[Renamed] = []
+    for code, language, keep_comments in jobs:
+        try:
+            text, mapping = rewrite(code, language, keep_comments, parse_snippet(code, language))
+        except Exception as err:  # one odd snippet must not stop a 250k-snippet attack
+            out.append((_kept(code, language, keep_comments), None, f"{type(err).__name__}: {err}"))
+            continue
+        out.append((text, mapping, ""))
+    return out
+
+
 def _strip_job(job: tuple[str, str]) -> str:
     code, language = job
     return remove_comments(code, language)
@@ -342,6 +400,9 @@ class AttackReport:
     failed: dict[str, int] = field(default_factory=dict)
     failures: list[dict[str, str]] = field(default_factory=list)  # the first few, for the log
     seconds: float = 0.0
+    # snippets whose last line comment comment removal kept: its end is unknown, the code flattened
+    # onto one line (csbench.code.comments); counted where the attack removes or translates comments
+    kept_undelimited: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -354,6 +415,7 @@ class AttackReport:
                     "renamed": self.renamed.get(lang, 0),
                     "renamed_share": round(self.renamed.get(lang, 0) / n, 4) if n else None,
                     "analysis_failed": self.failed.get(lang, 0),
+                    "comments_kept_undelimited": self.kept_undelimited.get(lang, 0),
                 }
                 for lang, n in sorted(self.snippets.items())
             },
@@ -398,8 +460,24 @@ def run_attack(
         report.changed[language] = report.changed.get(language, 0) + (new != code)
         renamed = any(map(operator.ne, mapping, mapping.values()))  # some name changed (C loop, no generator)
         report.renamed[language] = report.renamed.get(language, 0) + renamed
+    if treats_comments(components):  # (parses only code that may hold one: see has_undelimited_comment)
+        for language, code in unique:
+            kept = has_undelimited_comment(code, language)
+            report.kept_undelimited[language] = report.kept_undelimited.get(language, 0) + kept
     report.seconds = time.perf_counter() - started
     return out, report
+
+
+def removes_comments(components: Sequence[Component]) -> bool:
+    """Whether a spec removes comments: ``no_comment``, or a renaming not composed with ``translation``."""
+    names = {c.attack.name for c in components}
+    renames = any(c.attack.kind == "renaming" for c in components)
+    return "translation" not in names and ("no_comment" in names or renames)
+
+
+def treats_comments(components: Sequence[Component]) -> bool:
+    """Whether a spec removes or translates comments: both leave a comment whose end cannot be told."""
+    return removes_comments(components) or any(c.attack.name == "translation" for c in components)
 
 
 def _attack_unique(
@@ -424,7 +502,14 @@ def _attack_unique(
             batches = [jobs[i : i + _BATCH] for i in range(0, len(jobs), _BATCH)]
             sizes = [len(batch) for batch in batches]
             strategy, params = component.attack.strategy, component.params
-            if component.attack.dataset_wide:  # every analysis in this process before any proposal
+            if component.attack.rewrite is not None:  # each snippet rewritten from its own tokens, in the workers
+                tasks = [(batch, component.attack.rewrite) for batch in batches]
+                renamed = [
+                    result
+                    for results in _pool_map(_rewrite_batch, tasks, workers, f"{spec}: rewrite", progress, sizes)
+                    for result in results
+                ]
+            elif component.attack.dataset_wide:  # every analysis in this process before any proposal
                 analysed = [
                     result
                     for results in _pool_map(_analyse_batch, batches, workers, f"{spec}: analyse", progress, sizes)
@@ -497,5 +582,7 @@ __all__ = [
     "UnknownNameError",
     "check_languages",
     "parse_spec",
+    "removes_comments",
     "run_attack",
+    "treats_comments",
 ]

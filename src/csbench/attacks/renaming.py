@@ -7,7 +7,9 @@ renamings. Every strategy returns, per snippet, a mapping that ``identifiers.ren
 
 * new names are valid identifiers of the snippet's language;
 * the renaming is one-to-one on the snippet's defined names;
-* no new name is a name the snippet uses without defining it (``Identifiers.reserved``).
+* no new name is a name the snippet uses without defining it (``Identifiers.reserved``), and the
+  function's new name is none it may not take (``Identifiers.fun_may_take``: a member of its class
+  that a method reaches through its receiver, a keyword for a PHP function).
 
 Where a proposed name breaks one of these rules (``ordered_id``'s ``id3`` is a global the snippet
 reads, ``k_shift_dataset`` borrows ``os`` from another snippet while this one imports ``os``, a donor
@@ -124,7 +126,14 @@ def _without_edited(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
         return ids
     names = tuple(sorted(kept, key=lambda name: kept[name][0]))
     roles = {name: ids.roles[name] for name in names}
-    return Identifiers(names=names, roles=roles, occurrences=kept, reserved=ids.reserved)
+    return Identifiers(
+        names=names,
+        roles=roles,
+        occurrences=kept,
+        reserved=ids.reserved,
+        members=ids.members,
+        fun_keywords=ids.fun_keywords,
+    )
 
 
 def shift_identifiers(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
@@ -155,6 +164,8 @@ def shift_identifiers(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
         roles={name: ids.roles[name] for name in names},
         occurrences=occurrences,
         reserved=ids.reserved,
+        members=ids.members,
+        fun_keywords=ids.fun_keywords,
     )
 
 
@@ -168,12 +179,15 @@ def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
     names = ids.names
     proposed = list(map(proposals.get, names, names))
     reserved = ids.reserved  # taken too, without copying it for every snippet
+    members, roles = ids.members, ids.roles  # (members: names a method must not take)
     taken = {name for name, new in zip(names, proposed, strict=True) if new == name}
     final: Mapping = {}
     for name, new in zip(names, proposed, strict=True):
         if new != name:
             if new in reserved or new in taken or not is_valid_name(new, language):
                 new = _fresh(new, language, taken | reserved)
+            if roles[name] == "fun" and not ids.fun_may_take(new):  # a member it uses, a PHP keyword
+                new = _fresh(new, language, taken | reserved | members | {new})
             taken.add(new)
         final[name] = new
     return final
@@ -257,9 +271,11 @@ def ordered_id(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     return [{name: f"id{j}" for j, name in enumerate(it.identifiers.names, 1)} for it in items]
 
 
-def advtest_normalize(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
-    """CodeXGLUE AdvTest's normalisation: the function name -> ``Func``, every parameter and local, in
-    order of first occurrence -> ``arg_0``, ``arg_1``, ... (nested functions' names are locals)."""
+def advtest_normalize_scoped(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
+    """AdvTest's naming scheme on the identifier analysis (``advtest_normalize_scoped``): the function
+    name -> ``Func``, every parameter and local the snippet defines, in order of first occurrence ->
+    ``arg_0``, ``arg_1``, ... (nested functions' names are locals). Scope-aware and capture-free, in all
+    seven languages; CodeXGLUE's own token-based normalisation is ``csbench.attacks.advtest``."""
     out = []
     for it in items:
         mapping: Mapping = {}

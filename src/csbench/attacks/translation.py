@@ -1,5 +1,7 @@
 """The `translation` attack (thesis section 3.3): comments and docstrings translated into another
-natural language through apertium; the code itself is left byte for byte as it was.
+natural language through apertium; the code itself is left byte for byte as it was. A line comment
+whose end cannot be told (flattened code, ``csbench.code.comments.has_undelimited_comment``) may hide
+code, so it is left as it is, like comment removal leaves it, and counted in the attack's report.
 
 Every line of documentation is split into its markers (`#`, `//`, `/**`, ` * `, quotes, ...) and
 its human text; only the text goes to apertium. All texts of a dataset are translated together,
@@ -19,7 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 from tree_sitter import Node, Query
 
-from csbench.code.comments import comment_nodes, is_docstring_literal, parse_snippet, python_docstring_node
+from csbench.code.comments import (
+    comment_edits,
+    comment_nodes,
+    has_undelimited_comment,
+    is_docstring_literal,
+    parse_snippet,
+    python_docstring_node,
+)
 from csbench.code.languages import language_spec
 from csbench.code.parsing import captures_by_name, get_query
 
@@ -151,6 +160,8 @@ def text_segments(code: str, language: str) -> list[tuple[int, int, str]]:
         comments, owners = _python_documentation(root, spec.comment_types)
     else:
         comments, owners = comment_nodes(root, spec.comment_types, spec.name), []
+    if comments and has_undelimited_comment(code, language, snippet):
+        comments = _delimited(code, language, snippet, comments)
     for node in comments:
         start, end = max(node.start_byte, offset), min(node.end_byte, snippet.end)
         if start < end:
@@ -162,6 +173,15 @@ def text_segments(code: str, language: str) -> list[tuple[int, int, str]]:
             add_lines(opening.end_byte, string.children[-1].start_byte, quote)
     found.sort()
     return found
+
+
+def _delimited(code: str, language: str, snippet, comments: list[Node]) -> list[Node]:
+    """The ``comments`` whose end can be told: those comment removal removes. A line comment of
+    flattened code that may run over code (``csbench.code.comments.has_undelimited_comment``) is left
+    untranslated, as comment removal leaves it, so no code it may hide is rewritten."""
+    _, edits = comment_edits(code, language, snippet)
+    removed = [(start + snippet.offset, end + snippet.offset) for start, end, _ in edits]
+    return [node for node in comments if any(start <= node.start_byte < end for start, end in removed)]
 
 
 def _guarded(text: str, guard: str) -> str:

@@ -1,9 +1,25 @@
-"""Removal of comments and docstrings (the ``no_comment`` transformation) with tree-sitter."""
+"""Removal of comments and docstrings (the ``no_comment`` transformation) with tree-sitter.
+
+Flattened code. Some releases ship code whose line breaks were replaced by spaces (StatCodeSearch's R;
+GeCS's ``[CODESPLIT]`` files, CodeSearchNet tokens joined by spaces). A line comment (``#`` in
+Python, R, Ruby and PHP; ``//`` in Go, Java, JavaScript and PHP) ends at a line break, so there it
+runs to the end of the snippet, over whatever code followed it on the original lines. Such a
+comment is *undelimited*: a line comment that no line break follows and none precedes (outside
+comments, string literals and white space around the code; a backslash line continuation is no line
+break either): its end is unknown. So is a line comment that holds the opener of a block comment
+(Python: of a triple-quoted string) it does not close: where tokens were joined, a Javadoc's line
+breaks survive, and the one that ends the comment may lie inside the block comment it swallowed.
+Comment removal keeps such comments, whole, rather than delete the code they may hide; block
+comments and docstrings, which are delimited, are still removed. One case stays out of reach: a line
+break inside a later multi-line string or heredoc of joined tokens ends a line comment like any other.
+``code_layout`` tells flattened snippets at preparation (the dataset card); ``has_undelimited_comment``
+is what the attacks count (``AttackReport.kept_undelimited``).
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tree_sitter import Node, Tree
@@ -105,6 +121,8 @@ def remove_comments(code: str, language: str) -> str:
     documentation comments included; see ``_comment_span_edit`` for how the code around one is kept
     valid. ``code`` may be a whole file or one function / method: a lone method is parsed inside the
     minimal wrapper its grammar needs (``LanguageSpec.snippet_wrappers``), which is not part of the result.
+    A line comment whose end cannot be told (flattened code: ``has_undelimited_comment``, module
+    docstring) is kept, with whatever it may hide.
     """
     data, edits = comment_edits(code, language)
     return apply_edits(data, edits).decode("utf-8")
@@ -131,10 +149,12 @@ def comment_edits(
     data = snippet.data
     if found is None:
         found = [node for node, _ in get_query("python", _PY_COMMENT_QUERY).captures(snippet.tree.root_node)]
+    kept = _python_kept(snippet, found)
     edits: list[Edit] = []
     for node in found:
         if node.type == "comment":
-            edits.append(_comment_edit(data, node))
+            if not kept or all(node is not other for other in kept):  # (`is`: tree-sitter's == is odd)
+                edits.append(_comment_edit(data, node))
         else:
             docstring = _python_docstring(node)
             if docstring is not None:
@@ -195,7 +215,9 @@ _NO_SPACE_AFTER = b"(["
 _NO_SPACE_BEFORE = b")],;"
 
 
-def _comment_edits_other(snippet: Snippet, spec: LanguageSpec, nodes: Sequence[Node]) -> list[Edit]:
+def _comment_spans(snippet: Snippet, nodes: Sequence[Node]) -> list[tuple[int, int]]:
+    """The byte spans, in ``snippet.data``, of comment nodes in document order (without a trailing
+    line break; a comment inside the previous one or outside the snippet dropped)."""
     data, offset = snippet.data, snippet.offset
     spans: list[tuple[int, int]] = []
     last_end = -1
@@ -208,11 +230,271 @@ def _comment_edits_other(snippet: Snippet, spec: LanguageSpec, nodes: Sequence[N
             continue
         while end > start and data[end - 1 : end] in (b"\r", b"\n"):
             end -= 1
+        spans.append((start, end))
+    return spans
+
+
+def _comment_edits_other(snippet: Snippet, spec: LanguageSpec, nodes: Sequence[Node]) -> list[Edit]:
+    data = snippet.data
+    found = _comment_spans(snippet, nodes)
+    kept = _kept_spans(snippet, spec, found)
+    spans: list[tuple[int, int]] = []
+    for i, (start, end) in enumerate(found):
+        if kept and i in kept:
+            continue
         if spans and data[spans[-1][1] : start].strip(_SPACE) == b"":  # comments side by side: one span
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
     return _merge([_comment_span_edit(data, start, end, spec) for start, end in spans])
+
+
+# --------------------------------------------------------------------------- flattened code
+
+# Comments that close themselves; every other comment node is a line comment (``#``, ``//``).
+_BLOCK_OPENERS = (b"/*", b"=begin")
+# What a line comment starts with, per language (a cheap test before any parse).
+LINE_COMMENT_MARKERS: dict[str, tuple[str, ...]] = {
+    "python": ("#",),
+    "r": ("#",),
+    "ruby": ("#",),
+    "go": ("//",),
+    "java": ("//",),
+    "javascript": ("//",),
+    "php": ("#", "//"),
+}
+_BLOCK_COMMENT = re.compile(rb"/\*.*?\*/", re.DOTALL)
+_NON_SPACE = re.compile(rb"\S")
+_WHITE = b" \t\r\n\f\v"
+_BLOCK_COMMENT_LANGUAGES = frozenset({"go", "java", "javascript", "php"})
+# Nodes whose named children are statements (a line of several of them was several lines, or is
+# a one-liner written with ``;``): the snippet's root and the languages' blocks.
+_STATEMENT_LISTS: dict[str, frozenset[str]] = {
+    "python": frozenset({"module", "block"}),
+    "r": frozenset({"program", "brace_list", "braced_expression"}),
+    "ruby": frozenset({"program", "body_statement", "block_body", "then", "else", "do"}),
+    "go": frozenset({"source_file", "block", "statement_list"}),
+    "java": frozenset({"program", "block", "class_body", "constructor_body"}),
+    "javascript": frozenset({"program", "statement_block", "class_body"}),
+    "php": frozenset({"program", "compound_statement", "declaration_list"}),
+}
+_NOT_STATEMENTS = frozenset({"php_tag", "text_interpolation"})
+
+
+def _undelimited(snippet: Snippet, spec: LanguageSpec, start: int, end: int, comments: list[tuple[int, int]]) -> bool:
+    """Whether the comment at ``snippet.data[start:end]`` is undelimited (module docstring): a line
+    comment that no line break followed by code follows, and that no line break precedes
+    (``_broken_before``; ``comments``: the snippet's comment spans and what they swallowed)."""
+    data = snippet.data
+    if data.startswith(_BLOCK_OPENERS, start):
+        return False
+    after = data.find(b"\n", end)
+    if after != -1 and _NON_SPACE.search(data, after) is not None:  # a line break, then code
+        return False
+    return not _broken_before(snippet, spec, start, comments)
+
+
+def _broken_before(snippet: Snippet, spec: LanguageSpec, start: int, comments: list[tuple[int, int]]) -> bool:
+    """Whether a line break precedes ``snippet.data[start]`` in the code, not counting those inside
+    comments (``comments``: spans in ``snippet.data``, with what line comments swallowed), inside
+    string literals, after a backslash (a line continuation), or in the white space before the code.
+    String literals are looked up (one query) only when another line break precedes."""
+    data = snippet.data
+    first = _NON_SPACE.search(data).start()  # (there is a comment)
+    breaks = []
+    at = data.find(b"\n", first, start)
+    while at != -1:
+        if not _inside(at, comments) and not data.endswith((b"\\", b"\\\r"), 0, at):
+            breaks.append(at)
+        at = data.find(b"\n", at + 1, start)
+    if not breaks:
+        return False
+    strings = _string_spans(snippet, spec)
+    return not all(_inside(at, strings) for at in breaks)
+
+
+def _inside(at: int, spans: Iterable[tuple[int, int]]) -> bool:
+    return any(low <= at < high for low, high in spans)
+
+
+def _breaks_in(data: bytes, spans: Iterable[tuple[int, int]], low: int, high: int) -> int:
+    """Line breaks of ``data[low:high]`` inside the non-overlapping ``spans``."""
+    return sum(data.count(b"\n", max(s, low), min(e, high)) for s, e in spans if s < high and e > low)
+
+
+def _string_spans(snippet: Snippet, spec: LanguageSpec) -> list[tuple[int, int]]:
+    """Byte spans, in ``snippet.data``, of the snippet's outermost string literals."""
+    query = " ".join(f"({kind}) @s" for kind in sorted(spec.string_types))
+    low, high = snippet.offset, snippet.end
+    return [
+        (max(n.start_byte, low) - low, min(n.end_byte, high) - low)
+        for n in captured(spec.name, query, snippet.tree.root_node)
+        if n.end_byte > low and n.start_byte < high
+    ]
+
+
+def _swallowed(data: bytes, start: int, end: int, language: str) -> tuple[int, int] | None:
+    """For a line comment at ``data[start:end]`` that holds the opener of a block comment (Python: of a
+    triple-quoted string) it does not close, the rest of what it swallowed: from its end to the
+    closer (or the end of the code). In flattened code the line break that ends such a comment may be
+    one inside that block comment or string, not the end of its line. None for any other comment."""
+    if language == "python":
+        for quote in (b'"""', b"'''"):
+            if data.count(quote, start, end) % 2 == 1:
+                close = data.find(quote, end)
+                return end, len(data) if close == -1 else close + 3
+        return None
+    if language not in _BLOCK_COMMENT_LANGUAGES or data.startswith(_BLOCK_OPENERS, start):
+        return None
+    opener = data.rfind(b"/*", start + 1, end)
+    if opener == -1 or data.find(b"*/", opener + 2, end) != -1:
+        return None
+    close = data.find(b"*/", end)
+    return end, len(data) if close == -1 else close + 2
+
+
+def _kept_spans(snippet: Snippet, spec: LanguageSpec, spans: list[tuple[int, int]]) -> set[int]:
+    """Indices of the comment ``spans`` (``_comment_spans``) whose end cannot be told: line comments
+    that swallow an opener (``_swallowed``), and the last one if it is undelimited, the text they
+    swallowed counted as comment."""
+    data = snippet.data
+    kept: set[int] = set()
+    swallowed: list[tuple[int, int]] = []
+    for i, (start, end) in enumerate(spans):
+        rest = _swallowed(data, start, end, spec.name)
+        if rest is not None and not _broken_before(snippet, spec, start, spans + swallowed):
+            kept.add(i)
+            swallowed.append(rest)
+    if spans and _undelimited(snippet, spec, *spans[-1], spans + swallowed):  # only the last can run to the end
+        kept.add(len(spans) - 1)
+    return kept
+
+
+def _python_kept(snippet: Snippet, found: Sequence[Node]) -> list[Node]:
+    """The comments of a Python parse (``found``: comment nodes and docstring owners, any order) whose
+    end cannot be told: those that swallow a triple-quoted string's opener, and the last if it is
+    undelimited (looked for only when the last line holds a ``#``)."""
+    data = snippet.data
+    spec = language_spec("python")
+    comments = [node for node in found if node.type == "comment"]
+    kept: list[Node] = []
+    swallowed: list[tuple[int, int]] = []
+    spans: list[tuple[int, int]] = []  # built on first need (most code needs none)
+    for node in comments:
+        rest = _swallowed(data, node.start_byte, node.end_byte, "python")
+        if rest is not None:
+            spans = spans or [(other.start_byte, other.end_byte) for other in comments]
+            if not _broken_before(snippet, spec, node.start_byte, spans + swallowed):
+                kept.append(node)
+                swallowed.append(rest)
+    end = len(data)
+    while end and data[end - 1] in _WHITE:
+        end -= 1
+    if not comments or data.find(b"#", data.rfind(b"\n", 0, end) + 1, end) == -1:
+        return kept
+    last = max(comments, key=lambda node: node.start_byte)
+    spans = spans or [(other.start_byte, other.end_byte) for other in comments]
+    if _undelimited(snippet, spec, last.start_byte, last.end_byte, spans + swallowed):
+        kept.append(last)
+    return kept
+
+
+# Cheap tests that code may hold a comment whose end cannot be told (``has_undelimited_comment``).
+_SWALLOWED_BLOCK = re.compile(r"(?://|#)[^\n]*/\*")
+_SWALLOWED_TRIPLE_QUOTE = re.compile(r"#[^\n]*(?:\"\"\"|''')")
+
+
+def has_undelimited_comment(code: str, language: str, snippet: Snippet | None = None) -> bool:
+    """Whether ``code`` holds a line comment whose end cannot be told, which comment removal keeps
+    (module docstring): an undelimited one, or one that swallows the opener of a block comment (Python:
+    of a triple-quoted string). Parses (unless given ``snippet``, its ``parse_snippet``) only code whose
+    last line holds a line-comment marker or where a marker precedes such an opener on a line."""
+    code_end = len(code.rstrip())
+    last_line = code[code.rfind("\n", 0, code_end) + 1 : code_end]
+    if not any(marker in last_line for marker in LINE_COMMENT_MARKERS[language]):
+        if language == "python":
+            swallowing = _SWALLOWED_TRIPLE_QUOTE.search(code)
+        else:
+            swallowing = language in _BLOCK_COMMENT_LANGUAGES and _SWALLOWED_BLOCK.search(code)
+        if not swallowing:
+            return False
+    snippet = snippet if snippet is not None else parse_snippet(code, language)
+    if language == "python":
+        found = [node for node, _ in get_query("python", _PY_COMMENT_QUERY).captures(snippet.tree.root_node)]
+        return bool(_python_kept(snippet, found))
+    spec = language_spec(language)
+    spans = _comment_spans(snippet, comment_nodes(snippet.tree.root_node, spec.comment_types, language))
+    return bool(_kept_spans(snippet, spec, spans))
+
+
+@dataclass(frozen=True)
+class CodeLayout:
+    """How a snippet's code sits on lines (``code_layout``).
+
+    ``one_line``: no line break outside comments (after stripping the white space around the code).
+    ``flattened``: one line that holds several statements or does not parse, or code with an
+    undelimited comment -- code whose line breaks were most likely replaced by spaces (a one-liner
+    written with ``;`` counts too: it has no line structure either).
+    ``undelimited_comment``: it holds a line comment whose end cannot be told, which comment removal
+    keeps (``has_undelimited_comment``, module docstring); such code is ``flattened`` even where
+    line breaks inside string literals or block comments make it not ``one_line``.
+    """
+
+    one_line: bool = False
+    flattened: bool = False
+    undelimited_comment: bool = False
+
+
+_MULTI_LINE = CodeLayout()
+
+
+def code_layout(code: str, language: str) -> CodeLayout:
+    """The ``CodeLayout`` of ``code``. Code with a line break outside block comments is told without
+    parsing (the usual case) unless its last line holds a line-comment marker; one-line code is
+    parsed once."""
+    data = code.encode("utf-8")
+    core = data.strip()
+    if b"\n" in core and (
+        language not in _BLOCK_COMMENT_LANGUAGES or b"/*" not in core or b"\n" in _BLOCK_COMMENT.sub(b"", core)
+    ):  # several lines (``#`` comments end at line breaks, so they never hold one)
+        if has_undelimited_comment(code, language):  # breaks only in strings, or a swallowed opener
+            return CodeLayout(flattened=True, undelimited_comment=True)
+        return _MULTI_LINE
+    snippet = parse_snippet(data, language)
+    spec = language_spec(language)
+    root = snippet.tree.root_node
+    spans = _comment_spans(snippet, comment_nodes(root, spec.comment_types, language))
+    first, last = len(data) - len(data.lstrip()), len(data.rstrip())
+    if data.count(b"\n", first, last) > _breaks_in(data, spans, first, last):
+        return _MULTI_LINE
+    undelimited = has_undelimited_comment(code, language, snippet)
+    flattened = undelimited or root.has_error or _several_statements(snippet, _STATEMENT_LISTS[language], spec)
+    return CodeLayout(one_line=True, flattened=flattened, undelimited_comment=undelimited)
+
+
+def _several_statements(snippet: Snippet, lists: frozenset[str], spec: LanguageSpec) -> bool:
+    """Whether a statement list of the parse holds two statements or more of the snippet (the
+    parsing wrapper's own nodes and comments left out)."""
+    low, high = snippet.offset, snippet.end
+    stack = [snippet.tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.type in lists:
+            statements = 0
+            for i in range(node.named_child_count):
+                child = node.named_child(i)
+                if (
+                    child.type not in spec.comment_types
+                    and child.type not in _NOT_STATEMENTS
+                    and child.start_byte >= low
+                    and child.end_byte <= high
+                    and child.end_byte > child.start_byte
+                ):
+                    statements += 1
+            if statements > 1:
+                return True
+        stack.extend(node.named_children)
+    return False
 
 
 def _comment_span_edit(data: bytes, start: int, end: int, spec: LanguageSpec) -> tuple[int, int, bytes]:

@@ -7,7 +7,10 @@ renaming must change. ``rename(code, language, mapping)`` applies a consistent r
 spans.
 
 All seven languages (python, go, java, javascript, php, ruby, r) are implemented; the rules per
-language follow. Byte spans are offsets into ``code.encode("utf-8")``.
+language follow. Byte spans are offsets into ``code.encode("utf-8")``. In every language, the zero-width
+MISSING nodes tree-sitter's error recovery inserts (an ``identifier`` where a name should be) are never
+names, and a method's new name may not be a member of its class that it reaches through its receiver
+(``Identifiers.members``: ``self.x``, ``this.x``, ``recv.X``), nor a PHP function's a PHP keyword.
 
 How (speed matters: the code attacks analyse every function of a dataset): Python is analysed by a
 walk over the named nodes that follows Python's scoping; the other languages by one tree-sitter query
@@ -37,16 +40,33 @@ occurrence is: free (global, library call, builtin), bound by an import, bound i
 class name (those are attributes / type names), declared ``global``, inside a ``case`` pattern of a
 ``match`` statement, or if the name is a builtin (``dir(builtins)``, even when shadowed locally).
 Attributes (``x.attr``: only ``x`` can be renamed), keyword-argument names in calls (``f(key=1)``),
-keywords, and text in strings and comments are never identifiers; names inside f-string
-interpolations are ordinary occurrences and are renamed.
+keywords, and text in strings and comments are not identifiers, with two exceptions below; names
+inside f-string interpolations are ordinary occurrences and are renamed.
 
-``self`` and ``cls`` are parameters and are renamed like any parameter: the thesis renames "all
-function names, arguments, and variables" (section 3.3.2), and doing so preserves meaning.
+Methods: a top-level definition whose first parameter is ``self`` / ``cls`` (``mcs``, ``mcls``,
+``metacls``), or that has a method decorator (``staticmethod``, ``classmethod``, ``property``,
+``x.setter``, ...), is a method: its name is a class member, not a variable of its body, so a bare use
+of the name (``def copy(self): return copy.copy(self)``) is a global and the name is left alone;
+``receiver.name`` with the receiver parameter (``self.name(...)``) is the method itself and is renamed
+with it (unless the snippet assigns such an attribute). ``self`` and ``cls`` are parameters and are
+renamed like any parameter (the thesis renames "all function names, arguments, and variables",
+section 3.3.2), except in a method whose body uses its own name: there the receiver keeps its name,
+which is what shows the code is a method when the renamed code is analysed again (a composed attack).
 
-Knowingly not handled: dynamic name access (``locals()``, ``vars()``, ``eval``/``exec`` strings,
-``**locals()`` formatting) -- renaming keeps the syntax tree equal up to renaming but may change
-behaviour of such code; Python 2 only syntax that tree-sitter parses with errors is analysed on the
-error-recovered tree (names in ``ERROR`` nodes are treated as references).
+Call keywords: a keyword argument that names a parameter of the snippet's function the call calls (a
+recursive ``f(x, depth=d)``, ``self.f(depth=d)``, a nested function or a ``name = lambda``, the name
+bound once in its scope) is an occurrence of that parameter's name; positional-only parameters and
+``**kwargs`` take none. A keyword that names a parameter of a snippet function the analysis cannot tie
+the call to (the name bound more than once; a method's own bare name, the global or, were the snippet
+a plain function, itself; a call that gets the function as an argument, ``functools.partial(f,
+depth=1)``) leaves that parameter's name alone.
+
+Knowingly not handled: dynamic name access (``locals()``, ``vars()``, ``getattr(self, "name")``,
+``eval``/``exec`` strings, ``**locals()`` formatting) -- renaming keeps the syntax tree equal up to
+renaming but may change behaviour of such code; methods whose receiver is not named as above and
+that carry no method decorator are analysed as plain functions; a method called through its class or
+another object (``Class.f(depth=d)``); Python 2 only syntax that tree-sitter parses with errors is
+analysed on the error-recovered tree (names in ``ERROR`` nodes are treated as references).
 
 PHP rules
 ---------
@@ -62,7 +82,10 @@ interpolated in strings); a name is renamed in every scope of the snippet at onc
 separate scopes separate. Left alone: ``$this``, superglobals and ``$GLOBALS``, names declared
 ``global`` anywhere in the snippet, promoted constructor parameters (they are properties), static
 properties (``Class::$prop``), property and method names after ``->`` / ``::``, function, class and
-constant names, and everything in strings other than interpolated variables.
+constant names, and everything in strings other than interpolated variables. PHP 8 named arguments
+(``f(depth: 1)``) in a recursive call name the function's parameters and follow their renaming; in a
+call of a closure through a variable (``$fn(q: 1)``) one that names a closure's parameter leaves that
+name alone; others stay. A function (not a method) is never renamed onto a PHP keyword.
 Knowingly not handled: variable variables (``$$name``), ``compact()`` / ``extract()`` and other
 access to variables through strings.
 
@@ -117,7 +140,11 @@ and operator-assignment targets, multiple assignment / destructuring, ``for`` va
 ``rescue => e``. As in Ruby, a local exists from its first assignment on, in its method, block or
 lambda (blocks see the enclosing locals). A bare name that is not a local there is a method call: the
 name is then left alone in all its occurrences. Method names of calls, constants, instance / class /
-global variables (``@x``, ``@@x``, ``$x``), symbols and hash keys stay.
+global variables (``@x``, ``@@x``, ``$x``), symbols and hash keys stay, except the keys of a recursive
+call that name the method's keyword parameters (``f(x, depth: d)``, ``:depth => d``), which follow
+them. A method that calls ``super`` keeps its name (``super`` is the parent's method of that name); a
+bare ``super`` passes the keyword parameters on by name, which then keep theirs; a keyword parameter
+of a block or lambda that any hash key of the snippet names keeps its name.
 
 R rules
 -------
@@ -128,8 +155,13 @@ the assignment on; ``<<-`` targets are renamed only if an enclosing function of 
 them. A name is left alone, in all its occurrences, if any reference to it is not in reach of a
 binding (globals, library functions, ``T``/``F``, ...), or if it is ever written in backticks.
 Names after ``$`` and ``@``, ``pkg::`` qualified names, argument names in calls (``f(x = 1)``),
-``..1`` and strings stay. Knowingly not handled: non-standard evaluation (formulas, ``dplyr`` column
-names, ``with()``) and ``assign()`` / ``get()`` with names in strings.
+``..1`` and strings stay, except argument names in a call of a function of the snippet bound once
+(the snippet's function, a local ``helper <- function(...)``, ``Recall(...)``) that name one of its
+formals: those follow the formal. Formals that a call's argument name is a strict prefix of (R matches
+prefixes), and formals named by arguments passed on to a snippet function (``lapply(xs, helper, w =
+k)``, ``do.call(helper, list(w = 1))``, ``sapply(x, function(v, k) v + k, k = 2)``) keep their names.
+Knowingly not handled: non-standard evaluation (formulas, ``dplyr`` column names, ``with()``,
+``match.call()``) and ``assign()`` / ``get()`` with names in strings.
 """
 
 from __future__ import annotations
@@ -141,6 +173,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tree_sitter import Node, Query
 
@@ -167,12 +200,24 @@ class Identifiers:
     spans ``(start, end)`` in the UTF-8 encoded code of every occurrence a renaming must change, in order.
     ``reserved``: names the snippet uses but does not define (free names, builtins, imports, class-body
     names, ``global`` names, other functions); renaming onto one of them would capture it.
+    ``members``: in a method (Python, JavaScript, Go), the names it reaches through its receiver
+    (``self.x``, ``this.x``, ``recv.X``): members of its class, which the method's own name (role
+    ``fun``) must not become (``def set_next(self): self._set_stopinfo()`` renamed ``_set_stopinfo``
+    would call itself). ``fun_keywords``: keywords (lower case) that the function's name must not be
+    in any case (a PHP function, ``function callable()``; a PHP method may be named so).
     """
 
     names: tuple[str, ...]
     roles: dict[str, str]
     occurrences: dict[str, tuple[tuple[int, int], ...]]
     reserved: frozenset[str] = field(default_factory=frozenset)
+    members: frozenset[str] = field(default_factory=frozenset)
+    fun_keywords: frozenset[str] = field(default_factory=frozenset)
+
+    def fun_may_take(self, name: str) -> bool:
+        """Whether the snippet's function (role ``fun``) may be renamed ``name`` (``members``,
+        ``fun_keywords``; the rules every name follows aside)."""
+        return name not in self.members and name.lower() not in self.fun_keywords
 
 
 def _check_language(language: str) -> None:
@@ -211,7 +256,8 @@ _PHP_NAME = re.compile(r"^[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*$"
 
 @functools.lru_cache(maxsize=1 << 16)  # the attacks check the same names over and over
 def is_valid_name(name: str, language: str) -> bool:
-    """Whether ``name`` can replace a defined name in ``language`` (PHP: without the ``$``)."""
+    """Whether ``name`` can replace a defined name in ``language`` (PHP: without the ``$``; the
+    snippet's function may not take every valid name: ``Identifiers.fun_may_take``)."""
     _check_language(language)
     if language == "php":
         return bool(_PHP_NAME.match(name)) and name != "this" and name not in PHP_SPECIAL_VARIABLES
@@ -239,7 +285,8 @@ def rename(code: str, language: str, mapping: dict[str, str], identifiers: Ident
       defined ``n``, no two defined names get the same final name (so a name may move onto another
       defined name only if that one moves away too, as in a cyclic shift);
     * no new name is in ``identifiers.reserved``, the names the snippet uses without defining them
-      (e.g. ``a -> len`` when ``len`` is called; ``a -> len`` is fine when ``len`` is not used).
+      (e.g. ``a -> len`` when ``len`` is called; ``a -> len`` is fine when ``len`` is not used);
+    * a method's new name is not in ``identifiers.members`` (``self._helper`` when it calls it).
 
     ``identifiers`` defaults to ``snippet_identifiers(code, language)``.
     """
@@ -286,6 +333,10 @@ def rename_edits(
     if not reserved.isdisjoint(new_names):
         captured = sorted({new for new in new_names if new in reserved})
         raise ValueError(f"renaming would capture names the snippet uses but does not define: {captured}")
+    if ids.members or ids.fun_keywords:
+        refused = sorted({new for old, new in mapping.items() if roles[old] == "fun" and not ids.fun_may_take(new)})
+        if refused:
+            raise ValueError(f"the function may not be named {refused}: a member of its class it uses, or a keyword")
     out.sort()
     return out
 
@@ -360,7 +411,105 @@ _COMPREHENSIONS = frozenset(
 )
 
 
+# A top-level definition is a method (its name is not a variable of its body) if its first parameter
+# has one of these names, or if a decorator's last name is one of the others (``@x.setter``).
+_RECEIVERS = frozenset({"self", "cls", "mcs", "mcls", "metacls"})
+_METHOD_DECORATORS = frozenset(
+    {
+        "staticmethod",
+        "classmethod",
+        "property",
+        "cached_property",
+        "abstractmethod",
+        "abstractproperty",
+        "abstractclassmethod",
+        "abstractstaticmethod",
+        "setter",
+        "getter",
+        "deleter",
+    }
+)
+_PARAMETER_WITH_NAME = frozenset({"default_parameter", "typed_default_parameter", "typed_parameter"})
+_RECEIVER_AT = re.compile(rb"\(\s*(%s)(?![\w\x80-\xff])" % b"|".join(sorted(name.encode() for name in _RECEIVERS)))
+
+
+class _Method(NamedTuple):
+    """A top-level method of the snippet: its name, the name of its receiver parameter (``""`` for a
+    static method), the scope of its body and its definition."""
+
+    name: bytes
+    receiver: str
+    scope: _Scope
+    node: Node
+
+
+def _parameter_name(param: Node) -> Node | None:
+    """The identifier a parameter binds (``None`` for splats, separators, tuple parameters)."""
+    kind = param.type
+    if kind == "identifier":
+        return param
+    if kind in _PARAMETER_WITH_NAME:
+        name = param.child_by_field_name("name") or (param.named_children[0] if param.named_child_count else None)
+        return name if name is not None and name.type == "identifier" else None
+    return None
+
+
+def _method_receiver(function: Node, params: Node | None, data: bytes) -> str | None:
+    """For a top-level ``function_definition``: ``None`` if it is a plain function, else it is a method
+    and this is the name of its receiver (first parameter ``self`` / ``cls``), or ``""`` for one known
+    only by its decorator (``@staticmethod``)."""
+    if params is None:
+        return None
+    found = _RECEIVER_AT.match(data, params.start_byte)  # ``(self``, ``(self: T``: the first parameter
+    if found is not None:
+        return found.group(1).decode("utf-8")
+    if not data[: function.start_byte].strip():  # nothing before ``def``: no decorator
+        return None
+    first = params.named_child(0) if params.named_child_count else None
+    parent = function.parent
+    if parent is not None and parent.type == "decorated_definition":
+        for decorator in parent.named_children:
+            if decorator.type == "decorator":
+                last = decorator.text.decode("utf-8").lstrip("@").strip().rsplit(".", 1)[-1]
+                if last in _METHOD_DECORATORS:
+                    name = _parameter_name(first) if first is not None else None
+                    if last == "staticmethod" or name is None:
+                        return ""
+                    return data[name.start_byte : name.end_byte].decode("utf-8")
+    return None
+
+
+def _keyword_parameters(function: Node, data: bytes, methods: Sequence[_Method]) -> frozenset[str]:
+    """The names a call may pass by keyword to ``function`` (a ``function_definition`` or ``lambda``):
+    its parameters except positional-only ones, splats and a method's receiver."""
+    params = function.child_by_field_name("parameters")
+    names: list[str] = []
+    if params is None:
+        return frozenset()
+    for param in params.named_children:
+        if param.type == "positional_separator":  # the ones before ``/`` are positional-only
+            names.clear()
+            continue
+        name = _parameter_name(param)
+        if name is not None:
+            names.append(data[name.start_byte : name.end_byte].decode("utf-8"))
+    receivers = {method.receiver for method in methods if method.node == function}
+    return frozenset(names).difference(receivers)
+
+
 class _PythonAnalyzer:
+    # what calls need (``_follow_calls``), set up when a snippet has a method (most have none): its
+    # top-level methods, their names and receivers, the spans of ``.x`` after a receiver, the
+    # ``receiver.name`` accesses of a method's own name and the attributes assigned, the methods
+    # reached through their receiver
+    methods: list[_Method] = ()  # type: ignore[assignment]
+    method_names: tuple[bytes, ...] = ()
+    receivers: tuple[bytes, ...] = ()  # ``self.``
+    members: list[tuple[int, int]] = ()  # type: ignore[assignment]
+    receiver_attributes: list[tuple[Node, _Method, _Scope]] = ()  # type: ignore[assignment]
+    stored_attributes: set[int] = frozenset()  # type: ignore[assignment]
+    dependent: set[bytes] = frozenset()  # type: ignore[assignment]
+
     def __init__(self, snippet: Snippet) -> None:
         self.data = snippet.data
         self.root = snippet.tree.root_node
@@ -370,6 +519,10 @@ class _PythonAnalyzer:
         # met on the way, for the comment removal: comments, and the nodes that may own a docstring
         self.comments: list[Node] = []
         self.owners: list[Node] = [self.root]
+        # the callables bound to a name (defs, ``name = lambda ...``): (scope, name, definition), and
+        # the keyword arguments met, with their scope (``_follow_calls``)
+        self.callables: list[tuple[_Scope, Node, Node]] = []
+        self.keywords: list[tuple[Node, _Scope]] = []
 
     # -- collection
 
@@ -383,6 +536,9 @@ class _PythonAnalyzer:
         scope.bind(self.data[node.start_byte : node.end_byte].decode("utf-8"), role)
         self.occ.append((node, scope, role))
 
+    def text(self, node: Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode("utf-8")
+
     def leave_alone(self, node: Node) -> None:
         self.excluded.add(self.data[node.start_byte : node.end_byte].decode("utf-8"))
 
@@ -394,6 +550,8 @@ class _PythonAnalyzer:
             for child in node.named_children:
                 self.target(child, scope, role)
         else:  # attribute, subscript, anything else: its names are references
+            if kind == "attribute" and self.methods:  # ``self.name = ...``: an attribute, not the method
+                self.stored_attributes.add(node.start_byte)
             self.visit(node, scope)
 
     def visit_children(self, node: Node, scope: _Scope) -> None:
@@ -430,10 +588,25 @@ class _PythonAnalyzer:
                 self.visit_children(child, scope)
 
     def _attribute(self, node: Node, scope: _Scope) -> None:
-        self.visit(node.child_by_field_name("object"), scope)
+        target = node.child_by_field_name("object")
+        self.visit(target, scope)
+        if not self.methods:
+            return
+        data = self.data
+        stop = node.end_byte
+        if self.receivers and data.startswith(self.receivers, node.start_byte):
+            self.members.append((node.start_byte, stop))  # ``self.x``: a member of its class
+        # ``self.name`` may be the method itself (checked in ``run``)
+        if data.endswith(self.method_names, 0, stop):
+            for method in self.methods:
+                if self.data.endswith(method.name, 0, stop) and target.type == "identifier":
+                    attribute = node.child_by_field_name("attribute")
+                    if attribute is not None and attribute.start_byte == stop - len(method.name):
+                        self.receiver_attributes.append((attribute, method, scope))
 
     def _keyword_argument(self, node: Node, scope: _Scope) -> None:
         self.visit(node.child_by_field_name("value"), scope)
+        self.keywords.append((node, scope))
 
     def _import_statement(self, node: Node, scope: _Scope) -> None:
         for child in node.named_children:
@@ -468,9 +641,12 @@ class _PythonAnalyzer:
         annotation = node.child_by_field_name("type")
         if annotation is not None:
             self.visit(annotation, scope)
+        left = node.child_by_field_name("left")
         if right is not None:
             self.visit(right, scope)
-        self.target(node.child_by_field_name("left"), scope)
+            if right.kind_id in _PY_LAMBDAS and left.type == "identifier":  # a function with a name
+                self.callables.append((scope, left, right))
+        self.target(left, scope)
 
     def _augmented_assignment(self, node: Node, scope: _Scope) -> None:
         self.visit(node.child_by_field_name("right"), scope)
@@ -517,9 +693,25 @@ class _PythonAnalyzer:
     def _function_definition(self, node: Node, scope: _Scope) -> None:
         self.owners.append(node)
         name = node.child_by_field_name("name")
-        self.bind(name, scope, "fun" if scope.kind == "module" else "var")
         inner = _Scope("function", scope)
         params = node.child_by_field_name("parameters")
+        receiver = _method_receiver(node, params, self.data) if scope.kind == "module" else None
+        if receiver is not None and _is_name(name):
+            # the snippet is a method: its name is a class attribute, reached through ``self`` /
+            # ``cls`` / the class; a bare use of the name, inside the method or out, is a global
+            self.occ.append((name, scope, "fun"))
+            if not self.methods:
+                self.methods, self.members, self.receiver_attributes = [], [], []
+                self.stored_attributes, self.dependent = set(), set()
+            encoded = self.data[name.start_byte : name.end_byte]
+            self.methods.append(_Method(encoded, receiver, inner, node))
+            self.method_names += (encoded,)
+            if receiver:
+                self.receivers += (receiver.encode("utf-8") + b".",)
+        else:
+            self.bind(name, scope, "fun" if scope.kind == "module" else "var")
+            if scope.kind != "class":
+                self.callables.append((scope, name, node))
         self.parameters(params, scope, inner)
         returns = node.child_by_field_name("return_type")
         if returns is not None:
@@ -605,9 +797,15 @@ class _PythonAnalyzer:
         data = self.data
         resolved: dict[tuple[str, _Scope], str | None] = {}  # (name, scope of a reference) -> role
         builtin_names = PYTHON_BUILTINS
+        method_names = _NO_NAMES_SET
+        if self.methods:
+            method_names = frozenset([name.decode("utf-8") for name in self.method_names])
+        free_method_names = set()  # a method's name used bare: a global (for a plain function: itself)
         for node, scope, role in self.occ:
             position = node.start_byte
             stop = node.end_byte
+            if position == stop:  # a MISSING node of tree-sitter's error recovery: no name
+                continue
             name = data[position:stop].decode("utf-8")
             used.add(name)
             if name in bad or name in builtin_names:  # left alone whatever this occurrence is
@@ -619,6 +817,8 @@ class _PythonAnalyzer:
                     role = resolved[key] = self.resolve(name, scope)[1]
             if not role:  # free, or bound where it must be left alone
                 bad.add(name)
+                if name in method_names and role is None:
+                    free_method_names.add(name)
                 continue
             if name in spans:
                 spans[name].append((position, stop))
@@ -627,7 +827,151 @@ class _PythonAnalyzer:
             else:
                 spans[name] = [(position, stop)]
                 roles[name] = (position, role)
-        return _assemble(spans, roles, bad, used, PYTHON_BUILTINS, in_order=False)  # met in visiting order
+        if self.methods and method_names & builtin_names:  # ``def print(self, ...)``: bare ``print`` skipped above
+            free_method_names.update(
+                name
+                for node, _, role in self.occ
+                if role is None and (name := data[node.start_byte : node.end_byte].decode("utf-8")) in method_names
+            )
+        if self.receiver_attributes or (self.keywords and self._called_by_name(spans, bad, free_method_names)):
+            self._follow_calls(spans, bad)
+        for method in self.methods:
+            # The analysis of a method whose name the body uses (bare, or ``self.name``) depends on it
+            # being a method, which only its receiver's name shows: kept, so the renamed code is
+            # analysed alike (an attack composed after this one, ``ordered_id+k_shift_dataset-3``).
+            if method.receiver and (method.name.decode("utf-8") in free_method_names or method.name in self.dependent):
+                bad.add(method.receiver)
+        members = _NO_NAMES_SET
+        if self.members:  # ``self.x``: the text after the dot
+            members = frozenset([data[data.index(b".", a) + 1 : b].strip().decode("utf-8") for a, b in self.members])
+        return _assemble(spans, roles, bad, used, PYTHON_BUILTINS, in_order=False, members=members)
+
+    # -- calls of the snippet's own functions
+
+    def _follow_calls(self, spans: dict[str, list[tuple[int, int]]], bad: set[str]) -> None:
+        """Occurrences of defined names outside variable positions, found once every name is resolved:
+
+        * ``receiver.name`` in a method ``name`` (``self.name``, ``cls.name``, the receiver being the
+          method's first parameter) is the method: renamed with it; if the snippet assigns such an
+          attribute, it is an instance attribute too and the name is left alone;
+        * a keyword argument that names a parameter of the snippet's function the call calls (a
+          recursive call ``f(x, depth=d)``, ``self.f(depth=d)``, a nested function or a named lambda)
+          follows that parameter's renaming; keywords of calls to anything else stay. Where the
+          callee is not certain (the name is bound more than once) or the call passes its keywords on
+          to a snippet function given as an argument (``functools.partial(f, depth=1)``), a keyword
+          that names one of that function's parameters leaves the parameter's name alone.
+        """
+        counts: dict[tuple[_Scope, str], int] | None = None
+        data = self.data
+        found_functions: dict[tuple[_Scope, str], list[Node]] = {}  # (scope, name) -> definitions
+        for where, name_node, definition in self.callables:
+            found_functions.setdefault((where, self.text(name_node)), []).append(definition)
+        named = {data[name.start_byte : name.end_byte] for _, name, _ in self.callables} | set(self.method_names)
+
+        def certain(scope: _Scope, name: str) -> bool:  # the name is bound once in ``scope``
+            nonlocal counts
+            if counts is None:
+                counts = {}
+                for node, where, role in self.occ:
+                    if role is not None:
+                        key = (where, self.text(node))
+                        counts[key] = counts.get(key, 0) + 1
+            return counts.get((scope, name), 0) == 1
+
+        def callable_of(expression: Node | None, scope: _Scope) -> tuple[list[Node], bool] | None:
+            """The snippet's functions ``expression`` may be, and whether it is certainly that one."""
+            if expression is None:
+                return None
+            if expression.type == "identifier":
+                name = self.text(expression)
+                where = self.resolve(name, scope)[0]
+                if where is None:  # a global: the method's own bare name may be the function itself
+                    # if the snippet is in fact a plain function (``def _c3_mro(cls, abcs=None)``)
+                    encoded = name.encode("utf-8")
+                    ambiguous = [method.node for method in self.methods if method.name == encoded]
+                    return (ambiguous, False) if ambiguous else None
+                functions = found_functions.get((where, name))
+                if not functions:
+                    return None
+                return functions, len(functions) == 1 and certain(where, name)
+            if expression.type == "attribute" and self.methods:
+                target = expression.child_by_field_name("object")
+                attribute = expression.child_by_field_name("attribute")
+                if target is None or attribute is None or target.type != "identifier":
+                    return None
+                method = self._method_through(self.text(target), self.text(attribute), scope)
+                if method is not None:
+                    return [method.node], certain(method.scope, method.receiver)
+            return None
+
+        for attribute, method, scope in self.receiver_attributes:
+            name = method.name.decode("utf-8")
+            target = attribute.parent.child_by_field_name("object")
+            if self._method_through(self.text(target), name, scope) is not method:
+                continue
+            self.dependent.add(method.name)
+            if name in bad or name not in spans:
+                continue
+            if attribute.parent.start_byte in self.stored_attributes or not certain(method.scope, method.receiver):
+                bad.add(name)
+            else:
+                spans[name].append((attribute.start_byte, attribute.end_byte))
+        for node, scope in self.keywords:
+            key = node.child_by_field_name("name")
+            if key is None or key.start_byte == key.end_byte:
+                continue
+            name = self.text(key)
+            if name in bad or name not in spans:  # only a renamed name can break a call
+                continue
+            arguments = node.parent
+            call = arguments.parent if arguments is not None else None
+            if call is None or call.type != "call":  # ``class C(metaclass=M)``
+                continue
+            found = callable_of(call.child_by_field_name("function"), scope)
+            if found is not None:
+                functions, sure = found
+                if sure:
+                    if name in _keyword_parameters(functions[0], self.data, self.methods):
+                        spans[name].append((key.start_byte, key.end_byte))
+                elif any(name in _keyword_parameters(function, self.data, self.methods) for function in functions):
+                    bad.add(name)
+                continue
+            # keywords passed on to a function argument? (only if the call's text names a snippet function)
+            if not any(data.find(other, call.start_byte, call.end_byte) != -1 for other in named):
+                continue
+            for argument in arguments.named_children:
+                value = argument.child_by_field_name("value") if argument.type == "keyword_argument" else argument
+                passed = callable_of(value, scope)
+                if passed is not None and any(
+                    name in _keyword_parameters(function, self.data, self.methods) for function in passed[0]
+                ):
+                    bad.add(name)
+                    break
+
+    def _called_by_name(self, spans: dict[str, list[tuple[int, int]]], bad: set[str], free: set[str]) -> bool:
+        """Whether a function of the snippet may be called (or passed) by name: its name has a
+        resolved occurrence besides its definition, or is left alone (a global, a builtin), or a
+        method's name is used bare (``free``). Most snippets never name their functions."""
+        if free:
+            return True
+        data = self.data
+        for _, name, _ in self.callables:
+            text = data[name.start_byte : name.end_byte].decode("utf-8")
+            if len(spans.get(text, ())) > 1 or text in bad or text in PYTHON_BUILTINS:
+                return True
+        return False
+
+    def _method_through(self, target: str, attribute: str, scope: _Scope) -> _Method | None:
+        """The snippet's method that ``target.attribute`` in ``scope`` is: ``target`` resolves to the
+        method's receiver parameter and ``attribute`` is the method's name."""
+        for method in self.methods:
+            if (
+                method.receiver == target
+                and method.name.decode("utf-8") == attribute
+                and self.resolve(target, scope)[0] is method.scope
+            ):
+                return method
+        return None
 
     def comment_nodes(self) -> list[Node] | None:
         """The comments and possible docstring owners met (``comment_edits``'s ``found``), or ``None``
@@ -652,6 +996,8 @@ _PY_HANDLERS = {
 
 
 _IDENTIFIER, _GENERIC, _COMMENT, _NO_NAMES = "identifier", "generic", "comment", "no names"
+_NO_NAMES_SET: frozenset[str] = frozenset()
+_PY_LAMBDAS: set[int] = set()  # the kind ids of ``lambda`` nodes (filled by ``_py_actions``)
 _UNRESOLVED = object()
 
 
@@ -665,6 +1011,8 @@ def _py_actions() -> dict[int, object]:
     actions: dict[int, object] = {}
     for kind_id in range(language.node_kind_count):
         name = language.node_kind_for_id(kind_id)
+        if name == "lambda" and language.node_kind_is_named(kind_id):
+            _PY_LAMBDAS.add(kind_id)  # (``id_for_node_kind`` of py-tree-sitter 0.21 crashes)
         if name == "identifier":
             actions[kind_id] = _IDENTIFIER
         elif name == "comment":
@@ -794,7 +1142,7 @@ def _resolve(
         position = node.start_byte
         first = position
         stop = node.end_byte
-        if first < start or stop > end:  # in the wrapper
+        if first < start or stop > end or first == stop:  # in the wrapper, or a MISSING node
             continue
         name = data[first - start : stop - start].decode()
         add_used(name)
@@ -844,6 +1192,7 @@ def _assemble(
     used: set[str],
     excluded: frozenset[str] = frozenset(),
     in_order: bool = True,
+    members: frozenset[str] = frozenset(),
 ) -> Identifiers:
     """The result of an analysis: every name with spans and a binding role, unless it is in ``bad``
     or ``excluded`` (it also refers to something the snippet does not define, or is a keyword /
@@ -870,7 +1219,14 @@ def _assemble(
         roles={name: roles[name][1] for name in names},
         occurrences=occurrences,
         reserved=frozenset(used.difference(names)),
+        members=members,
     )
+
+
+def _is_name(node: Node | None) -> bool:
+    """Whether ``node`` has text: tree-sitter's error recovery inserts zero-width MISSING nodes (an
+    ``identifier`` where a name should have been), and those are never identifiers."""
+    return node is not None and node.end_byte > node.start_byte
 
 
 def _preorder(node: Node) -> tuple[int, int]:
@@ -924,6 +1280,95 @@ PHP_SPECIAL_VARIABLES = frozenset(
         "php_errormsg",
     }
 )
+# PHP's reserved keywords (php.net "List of Keywords"): not a function's name, in any case (a
+# method's, since PHP 7)
+PHP_KEYWORDS = frozenset(
+    [
+        "__halt_compiler",
+        "abstract",
+        "and",
+        "array",
+        "as",
+        "break",
+        "callable",
+        "case",
+        "catch",
+        "class",
+        "clone",
+        "const",
+        "continue",
+        "declare",
+        "default",
+        "die",
+        "do",
+        "echo",
+        "else",
+        "elseif",
+        "empty",
+        "enddeclare",
+        "endfor",
+        "endforeach",
+        "endif",
+        "endswitch",
+        "endwhile",
+        "enum",
+        "eval",
+        "exit",
+        "extends",
+        "final",
+        "finally",
+        "fn",
+        "for",
+        "foreach",
+        "function",
+        "global",
+        "goto",
+        "if",
+        "implements",
+        "include",
+        "include_once",
+        "instanceof",
+        "insteadof",
+        "interface",
+        "isset",
+        "list",
+        "match",
+        "namespace",
+        "new",
+        "or",
+        "print",
+        "private",
+        "protected",
+        "public",
+        "readonly",
+        "require",
+        "require_once",
+        "return",
+        "static",
+        "switch",
+        "throw",
+        "trait",
+        "try",
+        "unset",
+        "use",
+        "var",
+        "while",
+        "xor",
+        "yield",
+        "int",
+        "float",
+        "bool",
+        "string",
+        "true",
+        "false",
+        "null",
+        "void",
+        "iterable",
+        "object",
+        "mixed",
+        "never",
+    ]
+)
 _PHP_FUNCTIONS = ("function_definition", "method_declaration")
 _PHP_CALLABLE_PARAMS = ("anonymous_function_creation_expression", "arrow_function", *_PHP_FUNCTIONS)
 
@@ -944,6 +1389,7 @@ def _php_query() -> str:
             # is its first occurrence)
             *[f"({kind} (_ {parameters}))" for kind in _PHP_CALLABLE_PARAMS],
             "(variable_name (name) @variable)",
+            "(argument name: (name) @named_argument)",  # PHP 8: f(depth: 1)
         ]
     )
 
@@ -965,6 +1411,8 @@ def _php_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     reserved: set[str] = set()
     bad: set[str] = set(PHP_SPECIAL_VARIABLES)
     fun = function.child_by_field_name("name") if function is not None else None
+    if not _is_name(fun):
+        fun = None
     fun_name = fun.text.decode("utf-8") if fun is not None else None
     fun_start = fun.start_byte if fun is not None else -1
     data = snippet.data
@@ -973,7 +1421,7 @@ def _php_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     first_variable: dict[str, int] = {}  # name -> start of its first ``$name`` (the function name may share it)
     for node in found["variable"]:
         position, stop = node.start_byte, node.end_byte
-        if position < start or stop > end or position in static:
+        if position < start or stop > end or position in static or position == stop:
             continue
         name = data[position - start : stop - start].decode("utf-8")
         if name in spans:
@@ -1001,6 +1449,8 @@ def _php_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
                     spans[name].append((position, stop))
                     continue
             reserved.add(name)  # another function or method: renaming the function onto it would capture it
+    if found["named_argument"]:
+        _php_named_arguments(found["named_argument"], function, fun_name, found["param"], snippet, spans, bad)
     for node in found["global"]:
         if node.start_byte >= start and node.end_byte <= end:
             bad.add(_php_var(node))
@@ -1011,12 +1461,76 @@ def _php_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     occurrences = {name: tuple(sorted((a - start, b - start) for a, b in set(spans[name]))) for name in defined}
     names = tuple(sorted(defined, key=lambda name: occurrences[name][0]))
     used = reserved | {name for name in spans if name not in occurrences} | bad
+    plain = function is not None and function.type == "function_definition" and fun_name in names
     return Identifiers(
         names=names,
         roles={name: roles[name] for name in names},
         occurrences={name: occurrences[name] for name in names},
         reserved=frozenset(used - set(names)),
+        fun_keywords=PHP_KEYWORDS if plain else frozenset(),
     ), found["comment"]
+
+
+def _php_parameters(function: Node) -> list[Node]:
+    """The ``name`` nodes of the plain parameters of ``function`` (a call can name them: not variadic
+    or promoted ones)."""
+    params = function.child_by_field_name("parameters")
+    out = []
+    for param in params.named_children if params is not None else ():
+        if param.type == "simple_parameter":
+            variable = param.child_by_field_name("name")
+            if variable is not None and variable.named_child_count:
+                out.append(variable.named_children[-1])
+    return out
+
+
+def _php_named_arguments(
+    names: list[Node],
+    function: Node | None,
+    fun_name: str | None,
+    params: list[Node],
+    snippet: Snippet,
+    spans: dict[str, list[tuple[int, int]]],
+    bad: set[str],
+) -> None:
+    """PHP 8 named arguments (``f(depth: 1)``, ``names``: their ``name`` nodes): one that names a
+    parameter of the snippet's function in a recursive call (``f(...)``, ``$this->f(...)``,
+    ``self::f(...)``, ``static::f(...)``) follows the parameter's renaming (an occurrence of the
+    name); one in a call of a closure through a variable (``$fn(q: 1)``) that names a parameter of a
+    closure or arrow function of the snippet leaves that name alone; the others are another
+    function's parameters and stay."""
+    start, end = snippet.offset, snippet.end
+    own_nodes = _php_parameters(function) if function is not None else []
+    own = {node.text.decode("utf-8") for node in own_nodes}
+    closures: set[str] | None = None
+    for node in names:
+        position, stop = node.start_byte, node.end_byte
+        if position < start or stop > end or position == stop:
+            continue
+        name = node.text.decode("utf-8")
+        if name not in spans or name in bad:  # only a renamed variable can break a call
+            continue
+        arguments = node.parent.parent if node.parent is not None else None
+        call = arguments.parent if arguments is not None else None
+        if call is None:
+            continue
+        kind = call.type
+        if kind == "function_call_expression":
+            callee = call.child_by_field_name("function")
+            if callee is not None and callee.type != "name":  # a closure called through a variable
+                if closures is None:
+                    starts = {item.start_byte for item in own_nodes}
+                    closures = {item.text.decode("utf-8") for item in params if item.start_byte not in starts}
+                if name in closures:
+                    bad.add(name)
+                continue
+        elif kind in ("member_call_expression", "scoped_call_expression"):
+            callee = call.child_by_field_name("name")
+        else:  # ``new static(...)`` is the constructor, whatever the method's (renamed) name
+            continue
+        recursive = callee is not None and function is not None and callee.text.decode("utf-8") == fun_name
+        if recursive and name in own and _php_recursive(call, kind, function):
+            spans[name].append((position, stop))
 
 
 def _php_var(node: Node) -> str:
@@ -1171,7 +1685,7 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
 
     def bind(node: Node, role: str, scope: tuple[int, int], visible_from: int) -> None:
-        if node.type != "identifier":
+        if node.type != "identifier" or node.start_byte == node.end_byte:
             return
         bindings.setdefault(text(node), []).append((scope[0], scope[1], visible_from))
         binding_nodes[node.start_byte] = role
@@ -1187,7 +1701,7 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     receiver = None
     if function is not None:
         name = function.child_by_field_name("name")
-        if name is not None:
+        if _is_name(name):
             fun_name = text(name)
             extra.append(name)
             bindings.setdefault(fun_name, []).append((0, root.end_byte - root.start_byte + 1, 0))
@@ -1200,6 +1714,8 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         callables = _Blocks([*found["function"], *found["literal"]], root)
         for role in ("arg", "result"):
             for node in found[role]:
+                if node.start_byte == node.end_byte:  # MISSING
+                    continue
                 begin, stop = callables.enclosing(node)
                 bindings.setdefault(text(node), []).append((begin, stop, begin))
                 binding_nodes[node.start_byte] = "arg" if role == "arg" else "var"
@@ -1239,7 +1755,14 @@ def _go_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         found_spans += [(node.start_byte - start, node.end_byte - start) for node in extra]
         spans[fun_name] = sorted(set(found_spans))  # the name's identifier is among its occurrences
         roles[fun_name] = (extra[0].start_byte, "fun")
-    return _assemble(spans, roles, bad, used, _GO_EXCLUDED), found["comment"]
+    members = frozenset()
+    if function is not None and function.type == "method_declaration" and receiver is not None:
+        members = frozenset(
+            text(node)
+            for node in found["selector"]
+            if start <= node.start_byte < end and text(node.parent.child_by_field_name("operand")) == receiver
+        )
+    return _assemble(spans, roles, bad, used, _GO_EXCLUDED, members=members), found["comment"]
 
 
 _GO_EXCLUDED = GO_PREDECLARED | {"_"}
@@ -1364,6 +1887,8 @@ def _js_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
                 continue
             kind = node.type
             if kind == "identifier":
+                if node.start_byte == node.end_byte:  # MISSING
+                    continue
                 scopes.setdefault(text(node), []).append((scope[0], scope[1], scope[0]))
                 binding_roles[node.start_byte] = role
             elif kind in ("shorthand_property_identifier_pattern", "shorthand_property_identifier"):
@@ -1378,7 +1903,7 @@ def _js_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     fun_name = None
     if function is not None:
         name = function.child_by_field_name("name")
-        if name is not None:
+        if _is_name(name):
             fun_name = text(name)
             extra.append(name)
             if name.type == "identifier":  # a method's name is a property, not a variable
@@ -1425,7 +1950,10 @@ def _js_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     if properties:  # a method's name and ``this.name``: property identifiers
         spans[fun_name] = sorted({*spans.get(fun_name, ()), *properties})
         roles.setdefault(fun_name, (extra[0].start_byte, "fun"))
-    return _assemble(spans, roles, bad, used, JS_RESERVED), found["comment"]
+    members = frozenset()
+    if function is not None and function.type == "method_definition":
+        members = frozenset(text(node) for node in found["this_property"] if start <= node.start_byte < end)
+    return _assemble(spans, roles, bad, used, JS_RESERVED, members=members), found["comment"]
 
 
 # ------------------------------------------------------------------------------------------------- java
@@ -1575,6 +2103,8 @@ def _java_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         callables = _Blocks([*functions, *found["lambda"]], root)
         for node in found["param"]:
             position = node.start_byte
+            if position == node.end_byte:  # MISSING
+                continue
             begin, stop = callables.enclosing(node)
             name = data[position - start : node.end_byte - start].decode("utf-8")
             if name in scopes:
@@ -1586,7 +2116,7 @@ def _java_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         blocks = _Blocks([*found["block"], *functions, *found["lambda"]], root)
 
         def bind(node: Node | None, scope: tuple[int, int], visible_from: int) -> None:
-            if node is None or node.type != "identifier":
+            if not _is_name(node) or node.type != "identifier":
                 return
             name = data[node.start_byte - start : node.end_byte - start].decode("utf-8")
             scopes.setdefault(name, []).append((scope[0], scope[1], visible_from))
@@ -1602,8 +2132,8 @@ def _java_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
             bind(node.child_by_field_name("name"), scope, node.start_byte)
     extra: list[Node] = []
     fun_name = None
-    if function is not None and function.type == "method_declaration":
-        name_node = function.child_by_field_name("name")
+    name_node = function.child_by_field_name("name") if function is not None else None
+    if function is not None and function.type == "method_declaration" and _is_name(name_node):
         fun_name = data[name_node.start_byte - start : name_node.end_byte - start].decode("utf-8")
         extra.append(name_node)
         encoded = fun_name.encode("utf-8")
@@ -1688,6 +2218,7 @@ def _ruby_query() -> str:
             "(exception_variable) @exception",
             "[(method name: _ @nv) (singleton_method name: _ @nv)]",
             "(call method: (identifier) @call)",
+            "(super) @super",
         ]
     )
 
@@ -1734,6 +2265,8 @@ def _ruby_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
                 continue
             kind = node.type
             if kind == "identifier":
+                if node.start_byte == node.end_byte:  # MISSING
+                    continue
                 scopes.setdefault(text(node), []).append((scope[0], scope[1], visible))
                 binding_roles[node.start_byte] = role
             elif kind in _RUBY_COMPOUND:
@@ -1748,7 +2281,7 @@ def _ruby_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     fun_name = None
     if function is not None:
         name = function.child_by_field_name("name")
-        if name is not None and name.type == "identifier":
+        if _is_name(name) and name.type == "identifier":
             fun_name = text(name)
             extra.append(name)
     for node in found["parameters"]:
@@ -1782,8 +2315,91 @@ def _ruby_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
             extra.append(node)  # a bare recursive call without arguments
         else:
             bad.add(fun_name)
+    if function is not None or len(found["parameters"]) > 0:
+        _ruby_keyword_arguments(function, extra, found, snippet, spans, bad)
+    if fun_name is not None and any(start <= node.start_byte < end for node in found["super"]):
+        bad.add(fun_name)  # ``super`` calls the parent's method of the method's own name
     _add_method_name(fun_name, extra, start, spans, roles, bad)
     return _assemble(spans, roles, bad, used, RUBY_KEYWORDS), found["comment"]
+
+
+def _ruby_keyword_names(parameters: Node | None) -> set[str]:
+    """The names of the keyword parameters (``depth:``) of a parameter list."""
+    names = set()
+    for param in parameters.named_children if parameters is not None else ():
+        if param.type == "keyword_parameter":
+            name = param.child_by_field_name("name")
+            if _is_name(name):
+                names.add(name.text.decode("utf-8"))
+    return names
+
+
+def _ruby_hash_key(key: Node) -> tuple[str, int, int] | None:
+    """The symbol a hash key names and the span of its name: ``depth:``, ``:depth =>``, ``"depth":``."""
+    kind = key.type
+    if kind == "hash_key_symbol":
+        return key.text.decode("utf-8"), key.start_byte, key.end_byte
+    if kind == "simple_symbol":
+        return key.text.decode("utf-8")[1:], key.start_byte + 1, key.end_byte
+    if kind in ("string", "delimited_symbol"):
+        return key.text.decode("utf-8").strip(":\"'"), -1, -1  # (a name, never an occurrence)
+    return None
+
+
+def _ruby_keyword_arguments(
+    function: Node | None,
+    extra: list[Node],
+    found: dict[str, list[Node]],
+    snippet: Snippet,
+    spans: Spans,
+    bad: set[str],
+) -> None:
+    """Keyword arguments: in a recursive call (``extra``: the method's name in its calls), a key that
+    names a keyword parameter of the method (``f(x, depth: d)``, ``:depth => d``) follows the
+    parameter's renaming; other keys are data or another method's keywords and stay. Left alone: the
+    keyword parameters of a method that calls ``super`` without arguments (Ruby passes them on by
+    name), and a keyword parameter of a block or lambda that any hash key of the snippet names (a
+    call of the lambda, ``l.(k: 1)``, cannot be told from other calls)."""
+    start, end = snippet.offset, snippet.end
+    own = _ruby_keyword_names(function.child_by_field_name("parameters")) if function is not None else set()
+    if own:
+        for node in found["super"]:
+            parent = node.parent
+            explicit = (
+                parent is not None
+                and parent.type == "call"
+                and parent.child_by_field_name("method") == node
+                and parent.child_by_field_name("arguments") is not None
+            )
+            if not explicit and start <= node.start_byte < end:
+                bad.update(own)  # zsuper: passes the keyword parameters on under their names
+        for node in extra:
+            call = node.parent
+            if call is None or call.type != "call" or call.child_by_field_name("method") != node:
+                continue
+            arguments = call.child_by_field_name("arguments")
+            for pair in arguments.named_children if arguments is not None else ():
+                key = pair.child_by_field_name("key") if pair.type == "pair" else None
+                named = _ruby_hash_key(key) if key is not None else None
+                if named is None or named[0] not in own or named[0] in bad or named[0] not in spans:
+                    continue
+                name, first, last = named
+                if first < 0:
+                    bad.add(name)
+                else:
+                    spans[name].append((first - start, last - start))
+                    spans[name].sort()
+    blocks: set[str] = set()
+    for parameters in found["parameters"]:
+        if parameters.type != "method_parameters":
+            blocks |= _ruby_keyword_names(parameters)
+    if blocks:
+        for node in walk(snippet.tree.root_node):
+            if node.type == "pair":
+                key = node.child_by_field_name("key")
+                named = _ruby_hash_key(key) if key is not None else None
+                if named is not None and named[0] in blocks:
+                    bad.add(named[0])
 
 
 # ---------------------------------------------------------------------------------------------------- r
@@ -1848,7 +2464,7 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         return data[node.start_byte - start : node.end_byte - start].decode("utf-8")
 
     def bind(node: Node | None, role: str, scope: tuple[int, int], visible_from: int) -> None:
-        if node is None or node.type != "identifier":
+        if not _is_name(node) or node.type != "identifier":
             return
         scopes.setdefault(text(node), []).append((scope[0], scope[1], visible_from))
         binding_roles[node.start_byte] = role
@@ -1862,7 +2478,7 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         value = top.child_by_field_name("value")
         if value is not None and value.type in _R_FUNCTIONS:
             fun = top.child_by_field_name("name")
-            if fun is not None and fun.type == "identifier":
+            if _is_name(fun) and fun.type == "identifier":
                 bind(fun, "fun", (root.start_byte, root.end_byte), 0)
     for params in found["parameters"]:
         begin, _ = scope = enclosing(params)
@@ -1896,7 +2512,137 @@ def _r_analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         _r_super_assignments(found["super"], ids, text, enclosing, scopes, binding_roles, non_variables, bad)
     used: set[str] = set()
     spans, roles, _ = _resolve(ids, snippet, binding_roles, scopes, bad, used, non_variables)
+    if found["nv"]:
+        _r_named_arguments(found["nv"], assignments, found, text, snippet, spans, bad)
     return _assemble(spans, roles, bad, used, _R_EXCLUDED), found["comment"]
+
+
+def _r_formals(function: Node) -> list[str]:
+    """The names of the formal parameters of an R ``function`` / ``\\(x)`` (``...`` included)."""
+    names = []
+    for child in function.named_children:
+        if child.type == "formal_parameters":
+            for param in child.named_children:
+                target = param.child_by_field_name("name") if param.type == "default_parameter" else param
+                if _is_name(target):
+                    names.append(target.text.decode("utf-8"))
+            break
+    return names
+
+
+_R_ARGUMENT_LISTS = frozenset({"list", "c", "alist", "pairlist"})
+
+
+def _r_named_arguments(
+    names: list[Node],
+    assignments: list[Node],
+    found: dict[str, list[Node]],
+    text: Callable[[Node], str],
+    snippet: Snippet,
+    spans: Spans,
+    bad: set[str],
+) -> None:
+    """Named arguments in calls (``f(x, depth = d)``; ``names``: their names). R matches them to the
+    callee's formals by exact name, then by unique prefix. In a call of a function the snippet defines
+    (the snippet's function, a local ``helper <- function(...)``, ``Recall(...)``), bound once in the
+    snippet: a name that is one of its formals follows the formal's renaming; formals that a name is a
+    strict prefix of are left alone. Where such a function is bound more than once, or is an argument
+    of the call, or of the call whose ``list(...)`` / ``c(...)`` holds the names (``lapply(xs, helper,
+    depth = 1)``, ``do.call(helper, list(depth = 1))``, ``sapply(x, function(v, k) v + k, k = 2)``),
+    its formals that a name matches are left alone. Other named arguments are another function's."""
+    start = snippet.offset
+    data = snippet.data
+    if len(found["function"]) < 2 and b"Recall" not in data:  # no function but the snippet's own:
+        # its named arguments matter only in calls of it, where its name occurs again
+        assigned = [node.child_by_field_name("name") for node in assignments[:1]]
+        if not any(
+            _is_name(name) and data.count(data[name.start_byte - start : name.end_byte - start]) > 1
+            for name in assigned
+        ):
+            return
+    functions: dict[str, list[Node]] = {}
+    bound: dict[str, int] = {}
+    for node in assignments:
+        name = node.child_by_field_name("name")
+        if not _is_name(name) or name.type != "identifier":
+            continue
+        key = text(name)
+        bound[key] = bound.get(key, 0) + 1
+        value = node.child_by_field_name("value")
+        if value is not None and value.type in _R_FUNCTIONS:
+            functions.setdefault(key, []).append(value)
+    formals_of: dict[int, list[str]] = {}
+
+    def formals(function: Node) -> list[str]:
+        if function.id not in formals_of:
+            formals_of[function.id] = _r_formals(function)
+        return formals_of[function.id]
+
+    def matched(name: str, function: Node) -> list[str]:  # the formals ``name`` matches
+        return [formal for formal in formals(function) if formal.startswith(name) and formal != "..."]
+
+    # a named argument matters only if it is (a prefix of) a formal of a function of the snippet
+    prefixes = set()
+    for params in found["parameters"]:
+        for formal in _r_formals(params.parent):
+            prefixes.update(formal[:cut] for cut in range(1, len(formal) + 1))
+    passed_to: dict[int, list[Node]] = {}
+
+    def passed(call: Node) -> list[Node]:  # the snippet's functions among the call's arguments
+        if call.id in passed_to:
+            return passed_to[call.id]
+        arguments = call.child_by_field_name("arguments")
+        out = passed_to[call.id] = []
+        for argument in arguments.named_children if arguments is not None else ():
+            value = argument.child_by_field_name("value") if argument.type == "default_argument" else argument
+            if value is None:
+                continue
+            if value.type in _R_FUNCTIONS:
+                out.append(value)
+            elif value.type == "identifier":
+                out += functions.get(text(value), [])
+        return out
+
+    for node in names:
+        argument = node.parent
+        arguments = argument.parent if argument is not None else None
+        call = arguments.parent if arguments is not None else None
+        if call is None or call.type != "call" or not _is_name(node) or node.type != "identifier":
+            continue
+        name = text(node)
+        if name not in prefixes:
+            continue
+        callee = call.child_by_field_name("function")
+        own: list[Node] = []
+        certain = False
+        if callee is not None and callee.type == "identifier":
+            called = text(callee)
+            if called == "Recall":  # the function the call is in
+                enclosing = call.parent
+                while enclosing is not None and enclosing.type not in _R_FUNCTIONS:
+                    enclosing = enclosing.parent
+                own, certain = ([enclosing], True) if enclosing is not None else ([], False)
+            elif called in functions:
+                own = functions[called]
+                certain = len(own) == 1 and bound.get(called) == 1
+        if own:
+            if certain and name in formals(own[0]):
+                if name in spans and name not in bad:
+                    spans[name].append((node.start_byte - start, node.end_byte - start))
+                    spans[name].sort()
+                continue
+            for function in own:
+                bad.update(matched(name, function))
+            continue
+        receivers = list(passed(call))
+        outer = call.parent.parent if call.parent is not None else None  # arguments / default_argument
+        if callee is not None and callee.type == "identifier" and text(callee) in _R_ARGUMENT_LISTS:
+            while outer is not None and outer.type not in ("call", "program"):
+                outer = outer.parent
+            if outer is not None and outer.type == "call":
+                receivers += passed(outer)
+        for function in receivers:
+            bad.update(matched(name, function))
 
 
 def _r_super_assignments(

@@ -1,4 +1,4 @@
-"""The report's figures under results/figures/: which a study has, their captions, and the data
+"""The report's figures under results/studies/<study>/figures/: which a study has, their captions, and the data
 each is drawn from.
 
 * ``severity/<protocol>.png``: scores against attack severity (thesis Fig. 5.1), one line per model.
@@ -6,7 +6,7 @@ each is drawn from.
   seed (COBE Fig. 4).
 
 The robustness curves (COBE Fig. 1; results/robustness/<run>/robustness.png) and the seed heatmaps
-(COBE Fig. 5; results/stability/<group>/heatmap.png) are drawn by their own phases. The names and
+(COBE Fig. 5; results/studies/<study>/stability/<group>/heatmap.png) are drawn by their own phases. The names and
 captions depend on the config alone (``figure_specs``), so the Snakefile knows them before a job runs.
 """
 
@@ -25,7 +25,7 @@ from csbench.io import write_json
 from csbench.results.plots import METRIC_LABELS, plot_severity, plot_training_curves
 from csbench.results.tables import seed_means, size_weighted
 
-FIGURES_DIR = "figures"  # below results/
+FIGURES_DIR = "figures"  # below the study's folder, results/studies/<study>/
 INDEX_FILE = "index.json"  # figures/index.json: the specs of the figures written
 SEVERITY_METRICS = ("mrr", "r@1", "r@5", "r@10")  # the four metrics of thesis Fig. 5.1
 
@@ -45,13 +45,21 @@ SEVERITY_LEVEL = {
     "k_shift_dataset": 3,
     "ordered_id": 4,
     "advtest_normalize": 4,
+    "advtest_normalize_scoped": 4,
     "most_popular": 4,
     "full_hash": 5,
 }
 # Within a level: by the size of the shift (k; random_permutation shifts by up to 20, its default
 # max_k), then by this order (ordered_id and AdvTest's normalisation keep one name per position in
 # the snippet; most_popular maps the snippet's ranking onto the dataset's).
-_WITHIN_LEVEL = ("translation", "no_comment", "ordered_id", "advtest_normalize", "most_popular")
+_WITHIN_LEVEL = (
+    "translation",
+    "no_comment",
+    "ordered_id",
+    "advtest_normalize_scoped",
+    "advtest_normalize",  # (also renames globals and call keywords, and rewrites the name inside strings)
+    "most_popular",
+)
 _RANDOM_PERMUTATION_K = 20
 _COMPONENT = re.compile(r"^(?P<name>[a-z_]+)(?:-(?P<k>[0-9]+))?$")
 
