@@ -8,8 +8,8 @@ CORES ?= all
 setup:
 	@bash scripts/setup.sh
 
-## run: the default study (params.yaml) through snakemake; results in results/summary.md, the
-## tables and figures with captions in results/report.html
+## run: the default study (params.yaml) through snakemake; results in results/studies/default/
+## (summary.md, results.db; the tables and figures with captions in report.html)
 run: setup
 	bash scripts/snakemake.sh --cores $(CORES)
 
@@ -17,9 +17,10 @@ run: setup
 test: setup
 	python -m pytest
 
-## repro: the same study through DVC (needs a git checkout)
+## repro: the same study through DVC (needs a git checkout), holding the project lock from the start
+## (csbench.lock: refused, naming the driver, while snakemake or a pull works here)
 repro: setup
-	csbench validate --check-sources && dvc repro
+	csbench validate --check-sources && python -m csbench.lock run --kind dvc -- dvc repro
 
 ## pull: a study's outputs from the DVC remote instead of recomputing them (REMOTE=name: not the
 ## default remote); afterwards `make run` and `make repro` find nothing to do (scripts/pull.sh)

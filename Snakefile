@@ -17,7 +17,10 @@ include: "workflow/rules/robustness.smk"
 include: "workflow/rules/report.smk"
 
 
+# Each study's default target is its own folder, results/studies/<study>/ (STUDY_DIR), which its
+# `aggregate` writes from its runs: a study whose runs have not run plans them all, whatever another
+# study left in results/, and the results of several studies coexist.
 rule all:
     input:
-        summary=expand("results/{name}", name=SUMMARY_FILES),
+        summary=STUDY_SUMMARY,
     default_target: True

@@ -12,11 +12,17 @@ PYTHON=${PYTHON:-python3}
 # apertium with the English→Spanish pair for the comment-translation attack, and real source
 # code in six more languages for the local multi-language corpus (workflow/configs/local-7lang.yaml).
 # chromium: only tests/test_report.py needs it (it opens the HTML report headless; skipped without it).
+# liblucene8-java: only tests/test_bm25_analyzer.py needs it (Lucene's StandardAnalyzer, the twin of BM25's
+# analyzer; skipped without it).
+# golang-1.19-go php-cli ruby r-base-core: the compiler front ends (gofmt, php, ruby, R's parse(); javac
+# and node come with the packages above) that tests/test_meaning_preservation.py parses attacked code
+# with (skipped without them).
 APT_PACKAGES=(
   wordnet-base wordnet-sense-index apertium apertium-eng-spa
   golang-1.19-src openjdk-17-source libruby3.1 node-lodash node-express
   php-symfony-console php-monolog php-guzzlehttp-psr7 php-league-commonmark
-  chromium
+  chromium liblucene8-java
+  golang-1.19-go php-cli ruby r-base-core
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

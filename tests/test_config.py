@@ -56,7 +56,7 @@ def _error_of(tmp_path: Path, raw: dict[str, Any], change: Callable[[dict[str, A
     with pytest.raises(ConfigError) as info:
         load_config(path)
     message = str(info.value)
-    assert message.startswith(f"{path}: "), message  # names the file
+    assert re.match(rf"{re.escape(str(path))}(:\d+)?: ", message), message  # names the file (and line)
     return message
 
 
@@ -350,7 +350,7 @@ def test_cli_validate_bad_config_returns_2_with_one_line_error(tmp_path, raw, ca
     assert captured.out == ""
     lines = captured.err.splitlines()
     assert len(lines) == 1, captured.err
-    assert lines[0].startswith(f"csbench validate: error: {path}: ")
+    assert lines[0].startswith(f"csbench validate: error: {path}:7: ")  # the line of grid.attacks[1]
     assert "grid.attacks[1]" in lines[0]
     assert "Did you mean 'no_comment'?" in lines[0]
     assert "Traceback" not in captured.err

@@ -174,7 +174,7 @@ def test_save_load_gives_identical_vectors(tmp_path, architecture):
             parameter.add_(0.01)
     path = save_encoder(model, tmp_path / "ckpt")
     assert sorted(p.name for p in path.iterdir()) == [
-        "code_tokenizer.json", "encoder.json", "model.safetensors", "query_tokenizer.json",
+        "SHA256SUMS", "code_tokenizer.json", "encoder.json", "model.safetensors", "query_tokenizer.json",
     ]  # fmt: skip
     meta = json.loads((path / "encoder.json").read_text())
     assert meta["kind"] == "csn" and meta["params"] == model.config()

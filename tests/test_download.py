@@ -25,6 +25,7 @@ import pytest
 from csbench.datasets.base import DatasetSpec, RemoteFile
 from csbench.datasets.download import (
     MANIFEST_NAME,
+    SUMS_NAME,
     DownloadError,
     UnsafeArchiveError,
     fetch_dataset,
@@ -212,14 +213,17 @@ def test_download_verifies_checksum_and_writes_manifest(server, cosqa, tmp_path)
         "path": "cosqa-dev.json",
         "sha256": sha(cosqa),
         "size": cosqa.stat().st_size,
+        "mtime_ns": (raw / NAME / "cosqa-dev.json").stat().st_mtime_ns,
         "source": remote.urls[0],
         "pinned": True,
         "verified": "pinned checksum",
     }
     assert manifest["complete"] and manifest["dataset"] == NAME
+    assert manifest["reads"] == {"cosqa-dev.json": {k: v for k, v in entry.items() if k != "path"}}
     assert json.loads((raw / NAME / MANIFEST_NAME).read_text()) == manifest
+    assert (raw / NAME / SUMS_NAME).read_text() == f"{sha(cosqa)}  cosqa-dev.json\n"
     assert not (raw / ".partial").exists()  # no leftovers
-    assert files_below(raw) == [f"{NAME}/{MANIFEST_NAME}", f"{NAME}/cosqa-dev.json"]
+    assert files_below(raw) == [f"{NAME}/{MANIFEST_NAME}", f"{NAME}/{SUMS_NAME}", f"{NAME}/cosqa-dev.json"]
 
     # again: verified on disk, no request, the source remembered
     before = len(server.requests)
@@ -388,7 +392,12 @@ def test_archive_is_downloaded_kept_and_extracted(server, ruby, tmp_path, archiv
     for name, source in ruby.items():
         assert (raw / NAME / name).read_bytes() == source.read_bytes()
     assert (raw / NAME / ".archives" / archive).read_bytes() == built.read_bytes()
-    expected = [f"{NAME}/{MANIFEST_NAME}", f"{NAME}/.archives/{archive}", *(f"{NAME}/{n}" for n in ruby)]
+    expected = [
+        f"{NAME}/{MANIFEST_NAME}",
+        f"{NAME}/{SUMS_NAME}",
+        f"{NAME}/.archives/{archive}",
+        *(f"{NAME}/{n}" for n in ruby),
+    ]
     assert files_below(raw) == sorted(expected)
     (entry,) = manifest["files"]
     assert entry["sha256"] == sha(built) and entry["archive"] == f".archives/{archive}"

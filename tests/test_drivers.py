@@ -29,9 +29,11 @@ pytestmark = pytest.mark.e2e
 
 BIN = Path(sys.executable).parent
 TINY = "workflow/configs/tiny.yaml"
+TINY_DIR = "results/studies/tiny"  # the tiny study's summaries, database, tables and figures (`study: tiny`)
 # .gitignore too: DVC refuses to run when it ignores dvc.lock (it once did, and `dvc repro` failed)
 PROJECT_FILES = (
-    "Snakefile", "params.yaml", "dvc.yaml", ".dvcignore", ".gitignore", "profiles", "workflow", "scripts", "src"
+    "Snakefile", "params.yaml", "dvc.yaml", ".dvcignore", ".gitignore", "profiles", "workflow", "scripts", "src",
+    "checkpoints/README.md", "results/robustness/README.md",  # tracked: the folders dvc.yaml's aggregate needs
 )  # fmt: skip
 # Files both drivers must write identically (provenance.json, card.json and results.db hold wall
 # times and creation dates, so they legitimately differ).
@@ -47,13 +49,13 @@ SAME_FILES = (
     "data/perturbed/**/*.parquet",
     "results/robustness/**/*.json",
     "results/robustness/**/*.png",
-    "results/summary.csv",
-    "results/summary.md",
-    "results/tables/*.md",
-    "results/tables/*.csv",
-    "results/tables/*.tex",
-    "results/tables/*.html",
-    "results/figures/**/*.png",
+    f"{TINY_DIR}/summary.csv",
+    f"{TINY_DIR}/summary.md",
+    f"{TINY_DIR}/tables/*.md",
+    f"{TINY_DIR}/tables/*.csv",
+    f"{TINY_DIR}/tables/*.tex",
+    f"{TINY_DIR}/tables/*.html",
+    f"{TINY_DIR}/figures/**/*.png",
 )
 TINY_ATTACKS = ("none", "no_comment", "ordered_id+translation")
 # Runs: bm25 (zero-shot) on 3 attacks, and nbow trained on each attack (confused) and evaluated
@@ -91,6 +93,7 @@ def _copy_project(dest: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
     for name in PROJECT_FILES:
         src = PROJECT_ROOT / name
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
         if src.is_symlink():
             os.symlink(os.readlink(src), dest / name)
         elif src.is_dir():
@@ -145,7 +148,7 @@ def snapshot(project: Path) -> dict[str, bytes]:
 
 
 def summary_rows(project: Path) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO((project / "results/summary.csv").read_text())))
+    return list(csv.DictReader(io.StringIO((project / TINY_DIR / "summary.csv").read_text())))
 
 
 def _set_overlay(project: Path, update: dict) -> None:
@@ -201,7 +204,7 @@ def test_dvc_metrics_and_plots_show_the_study(dvc_first: dict) -> None:
     project = dvc_first["project"]
     shown = _run([str(BIN / "dvc"), "metrics", "show", "--json"], project)
     assert shown.returncode == 0, shown.stderr[-2000:]
-    metrics = json.loads(shown.stdout)[""]["data"]["results/metrics.json"]["data"]
+    metrics = json.loads(shown.stdout)[""]["data"][f"{TINY_DIR}/metrics.json"]["data"]
     rows = summary_rows(project)
     keys = ("dataset", "attack", "model", "loss", "seed", "inference")
     assert rows and {"/".join(r[k] for k in keys) for r in rows} == set(metrics)
@@ -213,7 +216,7 @@ def test_dvc_metrics_and_plots_show_the_study(dvc_first: dict) -> None:
     assert len(robust) == 3 and all(0 < metrics[r]["robustness"]["macro_ir_auc"] <= 1 for r in robust)
     plots = _run([str(BIN / "dvc"), "plots", "show", "--json"], project)
     assert plots.returncode == 0, plots.stderr[-2000:]
-    (plot,) = json.loads(plots.stdout)["data"]["results/robustness_curves.csv"]
+    (plot,) = json.loads(plots.stdout)["data"][f"{TINY_DIR}/robustness_curves.csv"]
     values = plot["content"]["data"]["values"]
     assert sorted((v["run_id"], v["perturbation"], float(v["ratio"])) for v in values) == sorted(
         (run, "case", ratio) for run in robust for ratio in (0.0, 0.3)
@@ -231,7 +234,7 @@ def test_tiny_study_reports_real_mrrs_for_both_attacks(snakemake_first: dict) ->
         assert rows[(attack, "csn-1000")]["n_queries"] == "0" and rows[(attack, "csn-1000")]["mrr"] == ""
     # the docstring is inside the original code: removing it must cost BM25 a lot
     assert float(rows[("none", "full-corpus")]["mrr"]) > float(rows[("no_comment", "full-corpus")]["mrr"]) + 0.2
-    summary = (snakemake_first["project"] / "results/summary.md").read_text()
+    summary = (snakemake_first["project"] / TINY_DIR / "summary.md").read_text()
     assert "test pool has" in summary and "< 1000 records" in summary
 
 
@@ -355,7 +358,7 @@ def test_interrupted_run_finishes_on_restart_with_the_same_results(
     log.close()
     said = (tmp_path / "interrupted.log").read_text()[-4000:]
     here = f"this process: SIGINT handler {signal.getsignal(signal.SIGINT)}, blocked {signal.pthread_sigmask(0, [])}"
-    assert not (project / "results/summary.csv").exists(), (
+    assert not (project / TINY_DIR / "summary.csv").exists(), (
         f"the study ran to its end after {sig.name} ({here}):\n{said}"
     )
     if sig == signal.SIGKILL:  # the case snakemake cannot clean up after itself
@@ -365,12 +368,12 @@ def test_interrupted_run_finishes_on_restart_with_the_same_results(
     assert restart.returncode == 0, restart.stdout[-3000:] + restart.stderr[-3000:]
     # the full run's files as they were then (the rerun test changes that project afterwards)
     first = snakemake_first["files"]
-    first_rows = csv.DictReader(io.StringIO(first["results/summary.csv"].decode()))
+    first_rows = csv.DictReader(io.StringIO(first[f"{TINY_DIR}/summary.csv"].decode()))
     assert summary_rows(project) == [row for row in first_rows if row["model"] == "bm25"]
 
     def bm25_part(files: dict[str, bytes]) -> dict[str, bytes]:
         # the summary, tables and figures cover the whole study: the full run's have nbow in them too
-        aggregates = ("results/summary", "results/tables/", "results/figures/")
+        aggregates = (f"{TINY_DIR}/summary", f"{TINY_DIR}/tables/", f"{TINY_DIR}/figures/")
         return {k: v for k, v in files.items() if "/nbow/" not in k and not k.startswith(aggregates)}
 
     assert bm25_part(snapshot(project)) == bm25_part(first)
@@ -401,7 +404,9 @@ def test_bad_config_stops_snakemake_before_any_job(
     error_lines = [line for line in output.splitlines() if line.startswith("csbench: invalid config:")]
     assert len(error_lines) == 1 and expected in error_lines[0], output[-2000:]
     assert "Traceback" not in output
-    assert not (project / "data").exists() and not (project / "results").exists()
+    assert not (project / "data").exists()
+    made = {p.relative_to(project).as_posix() for p in (project / "results").rglob("*") if p.is_file()}
+    assert made == {"results/robustness/README.md"}  # nothing but the checkout's own file
 
 
 def test_unreadable_source_directory_is_named(tmp_path: Path) -> None:

@@ -134,7 +134,8 @@ PINNED_COPIES = {
 
 def test_pinned_checksums_match_shared_copies(shared_data):
     pinned = {(spec.name, f.path): f for spec in RELEASES for f in spec.files if f.sha256}
-    assert set(pinned) == set(PINNED_COPIES)
+    # the others are pinned from their public repositories (tests/test_release_checksums.py)
+    assert set(PINNED_COPIES) <= set(pinned)
     for key, relative in PINNED_COPIES.items():
         copy = shared_data / relative
         assert sha256(copy) == pinned[key].sha256, key

@@ -2,7 +2,7 @@
 the HTML report of `snakemake --report`, opened in headless Chromium.
 
 The end-to-end test runs a small study through scripts/snakemake.sh (what `make run` calls: it ends
-by writing results/report.html), then drives Chromium over the DevTools protocol on a pipe (no
+by writing results/studies/tiny/report.html), then drives Chromium over the DevTools protocol on a pipe (no
 websocket library needed) with the network switched off: the report's own app must start, show
 every figure it embeds (naturalWidth > 0 in the page), and every table page must have rows.
 """
@@ -305,10 +305,10 @@ REPORT_STUDY = {
 }
 # The files the report must hold: every figure and table page the study wrote.
 REPORT_FILES = (
-    "results/figures/**/*.png",
-    "results/tables/*.html",
+    "results/studies/tiny/figures/**/*.png",
+    "results/studies/tiny/tables/*.html",
     "results/robustness/**/robustness.png",
-    "results/stability/**/heatmap.png",
+    "results/studies/tiny/stability/**/heatmap.png",
 )
 
 
@@ -326,13 +326,15 @@ def report_study(tmp_path_factory: pytest.TempPathFactory) -> dict:
 @pytest.mark.e2e
 def test_make_run_writes_a_report_with_every_figure_and_table(report_study: dict) -> None:
     project = report_study["project"]
-    report = project / "results/report.html"
-    assert report.is_file(), "scripts/snakemake.sh did not write results/report.html"
+    report = project / "results/studies/tiny/report.html"
+    assert report.is_file(), "scripts/snakemake.sh did not write results/studies/tiny/report.html"
     on_disk = {p.relative_to(project).as_posix() for pattern in REPORT_FILES for p in project.glob(pattern)}
-    kinds = {path.split("/")[1] if "figures" not in path else path.split("/")[2] for path in on_disk}
+    # below the study's folder (tables, figures/<kind>, stability) or results/ (robustness)
+    parts = [path.removeprefix("results/studies/tiny/").removeprefix("results/").split("/") for path in on_disk]
+    kinds = {part[1] if part[0] == "figures" else part[0] for part in parts}
     # the study has every kind of figure, and tables (summary and the papers')
     assert kinds >= {"severity", "training", "tables", "robustness", "stability"}, kinds
-    assert (project / "results/tables/summary.html").is_file()
+    assert (project / "results/studies/tiny/tables/summary.html").is_file()
     text = report.read_text()
     assert all(f'"{path}"' in text for path in on_disk), "a figure or table is missing from the report"
 
@@ -343,7 +345,7 @@ def test_report_shows_every_figure_and_table_in_headless_chromium_offline(report
     project = report_study["project"]
     browser = Chromium(tmp_path / "chromium-profile")
     try:
-        seen = browser.evaluate_in((project / "results/report.html").as_uri(), REPORT_PROBE)
+        seen = browser.evaluate_in((project / "results/studies/tiny/report.html").as_uri(), REPORT_PROBE)
         requested = browser.requested_urls()
     finally:
         browser.close()

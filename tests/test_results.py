@@ -352,6 +352,18 @@ def test_robustness_frames_hold_the_same_points_as_the_results_rows() -> None:
     ]
 
 
+def _stamp_placed(config: Path, attack: str | None = None) -> None:
+    """Stamp hand-made prepared / attacked data (of the current folder) as `csbench prepare` /
+    `attack` would: phases read only stamped inputs (issue #22 item 3; nothing for the code before it)."""
+    try:
+        from csbench.lineage import stamp_placed
+    except ImportError:
+        return
+    from csbench.config import load_config
+
+    stamp_placed(load_config([config]), "python-stdlib", attack)
+
+
 def toy_pool(n: int = 40) -> pd.DataFrame:
     """``n`` documented Python functions whose queries share words with their code (BM25 finds most)."""
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]
@@ -388,12 +400,13 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
         target.mkdir(parents=True)
         pool.to_parquet(target / "test.parquet", index=False)
         pool.iloc[0:0].to_parquet(target / "codebase.parquet", index=False)  # no release pool: empty
+        _stamp_placed(config, attack)
     for attack in ("none", "no_comment"):
         for command in ("index", "evaluate"):  # encode the pool once, then search it
             argv = ["-q", command, "--config", str(config), "--dataset", "python-stdlib", "--attack", attack]
             assert main([*argv, "--model", "bm25"]) == 0, capsys.readouterr().err
     run_dir = tmp_path / "results" / "runs" / "python-stdlib" / "none" / "bm25" / "none" / "0" / "zero_shot"
-    assert {p.name for p in run_dir.iterdir()} == {
+    assert {p.name for p in run_dir.iterdir()} - {"STAMP.json"} == {  # STAMP.json: issue #22 item 3
         "metrics.json",
         "provenance.json",
         "ranks.tsv",
@@ -410,18 +423,21 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
     for split in ("train", "valid", "test", "codebase"):
         (full if split == "test" else full.iloc[0:0]).to_parquet(prepared / f"{split}.parquet", index=False)
     (prepared / "card.json").write_text(json.dumps({"kind": "local-source", "splits": {"test": {"pairs": 40}}}))
+    _stamp_placed(config)
     assert main(["-q", "audit", "--config", str(config), "--dataset", "python-stdlib", "--jobs", "1"]) == 0
     assert main(["aggregate", "--config", str(config)]) == 0
+    study = tmp_path / "results" / "studies" / "default"  # params.yaml's study: its own folder
+    # the card is shared by the studies, one level above theirs: the link leads to it
     assert (
-        "| [python-stdlib](datasets/python-stdlib/card.md) | 0 | 0 | 40 |"
-        in (tmp_path / "results" / "summary.md").read_text()
+        "| [python-stdlib](../../datasets/python-stdlib/card.md) | 0 | 0 | 40 |" in (study / "summary.md").read_text()
     )
-    csv = pd.read_csv(tmp_path / "results" / "summary.csv")
+    assert (study / "../../datasets/python-stdlib/card.md").is_file()
+    csv = pd.read_csv(study / "summary.csv")
     assert len(csv) == 4
     assert set(csv.loc[csv["protocol"] == "full-corpus", "n_queries"]) == {40}
-    md = (tmp_path / "results" / "summary.md").read_text()
+    md = (study / "summary.md").read_text()
     assert f"- python-stdlib/none csn-1000: {SMALL_POOL_NOTE}" in md
-    with sqlite3.connect(tmp_path / "results" / "results.db") as con:
+    with sqlite3.connect(study / "results.db") as con:
         assert con.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2 * 2 * len(METRICS)
     con.close()
 

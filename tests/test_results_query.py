@@ -64,6 +64,15 @@ def project(tmp_path_factory) -> Path:
             target.mkdir(parents=True)
             pool.to_parquet(target / "test.parquet", index=False)
             pool.iloc[0:0].to_parquet(target / "codebase.parquet", index=False)
+        try:  # stamped as `csbench prepare` / `attack` would: phases read only stamped inputs (issue #22 item 3)
+            from csbench.config import load_config
+            from csbench.lineage import stamp_placed
+
+            stamp_placed(load_config([config]), DATASET)
+            for attack in ATTACKS:
+                stamp_placed(load_config([config]), DATASET, attack)
+        except ImportError:  # the code before it
+            pass
         base = ["-q", "--config", str(config), "--dataset", DATASET]
         steps = [["audit", "--jobs", "1"]]
         steps += [[command, "--attack", a, "--model", "bm25"] for a in ATTACKS for command in ("index", "evaluate")]
@@ -77,7 +86,7 @@ def project(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def db(project) -> Path:
-    return project / "results" / "results.db"
+    return project / "results" / "studies" / "default" / "results.db"  # params.yaml's study
 
 
 def _all_rows(db: Path) -> list[dict]:
@@ -327,6 +336,8 @@ def test_pivot_puts_metrics_in_columns(capsys, db) -> None:
 def test_missing_database_says_run_aggregate(capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["results"]) == 2
+    assert "no study has a database under results/studies/" in capsys.readouterr().err
+    assert main(["results", "--db", "results/results.db"]) == 2
     assert "results/results.db is missing: run `csbench aggregate` first" in capsys.readouterr().err
 
 

@@ -40,6 +40,7 @@ from test_drivers import (
     PROJECT_ROOT,
     RUN_TIMEOUT,
     TINY,
+    TINY_DIR,
     _copy_project,
     _env,
     _set_overlay,
@@ -330,9 +331,9 @@ def test_killed_controller_run_finishes_when_run_again(
           f"running when killed: {running!r}")  # fmt: skip
 
     def bm25_part(files: dict[str, bytes]) -> dict[str, bytes]:
-        return {k: v for k, v in files.items() if "/nbow/" not in k and not k.startswith("results/summary")}
+        return {k: v for k, v in files.items() if "/nbow/" not in k and not k.startswith(f"{TINY_DIR}/summary")}
 
     assert bm25_part(snapshot(project)) == bm25_part(local_run["files"])
     # the summary: the bm25 rows of the local run's
-    local_rows = csv.DictReader(io.StringIO(local_run["files"]["results/summary.csv"].decode()))
+    local_rows = csv.DictReader(io.StringIO(local_run["files"][f"{TINY_DIR}/summary.csv"].decode()))
     assert summary_rows(project) == [row for row in local_rows if row["model"] == "bm25"]

@@ -285,7 +285,8 @@ def test_aggregate_phase_writes_every_configurations_record_and_the_summary_sect
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`csbench aggregate`'s stability step: a config with 3 seeds of a trained model gets one record
-    and heatmap per configuration under results/stability/, an index, and the summary's section."""
+    and heatmap per configuration under results/studies/<study>/stability/, an index, and the summary's
+    section."""
     import yaml
 
     from csbench.cli import stability_records
@@ -308,11 +309,12 @@ def test_aggregate_phase_writes_every_configurations_record_and_the_summary_sect
         _write_run(Path("results/runs") / run.path, run.seed, {"q1": docs + tails[run.seed]}, 0.5, **coordinates)
     records = stability_records(config, {})
     assert list(records) == [group.path]
-    record = json.loads((Path("results/stability") / group.path / "stability.json").read_text())
+    folder = Path("results/studies/default/stability")  # params.yaml's study
+    record = json.loads((folder / group.path / "stability.json").read_text())
     assert record == json.loads(json.dumps(records[group.path]))
     assert np.allclose(record["matrix"]["overlap"], [[1, 1, 0], [1, 1, 0], [0, 0, 1]])
-    assert (Path("results/stability") / group.path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    index = json.loads(Path("results/stability/index.json").read_text())
+    assert (folder / group.path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    index = json.loads((folder / "index.json").read_text())
     assert index == {"settings": {"k": 20, "protocol": "full-corpus"}, "groups": [group.path]}
     text = "\n".join(stability_markdown(records))
     assert "| python-stdlib/no_comment/nbow/ce/confused | 0, 1, 2 |" in text

@@ -14,14 +14,21 @@ Snakemake rules, dvc stages and users all run these commands, with the same argu
 ``--config`` may be given several times: later files overlay earlier ones (as snakemake's
 ``--configfile`` does), so ``--config params.yaml --config workflow/configs/tiny.yaml`` runs the
 tiny study.
+
+Each phase command holds the project lock while it runs (:mod:`csbench.lock`: refused beside another
+driver), reads its inputs only through the stamps their producers wrote, made under this config's
+parameters and unchanged since (:mod:`csbench.stamps`, :mod:`csbench.lineage`), and writes its own
+stamp last.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -30,10 +37,19 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from csbench import __version__, paths
-from csbench.config import INFERENCE_TYPES, Config, ConfigError, RunKey, check_sources, load_config
-from csbench.io import canonical_hash, write_json, write_parquet, write_text
+from csbench import __version__, lineage, paths
+from csbench.config import INFERENCE_TYPES, Config, ConfigError, RunKey, check_sources, load_config, matching_notes
+from csbench.io import (
+    canonical_hash,
+    disk_full_message,
+    is_disk_full,
+    sha256_file,
+    write_json,
+    write_parquet,
+    write_text,
+)
 from csbench.registry import UnknownNameError
+from csbench.stamps import EMBEDDED_KEY, STAMP_FILE, Verified, embedded, verified, write_stamp
 
 log = logging.getLogger("csbench")
 
@@ -57,20 +73,83 @@ def _require(name: str, valid: list[str], kind: str, where: str) -> None:
         raise UnknownNameError(kind, name, valid, where=where)
 
 
+# ------------------------------------------------------------------------------------------------
+# What each phase reads is checked against the stamp its producer wrote (csbench.stamps): made under
+# this config's parameters (csbench.lineage), and unchanged since. The commands that re-make it:
+
+
+def _configs(args: argparse.Namespace) -> str:
+    return lineage.config_args(args.config)
+
+
+def _prepare_command(args: argparse.Namespace, dataset: str) -> str:
+    return f"csbench prepare {_configs(args)} --dataset {dataset}"
+
+
+def _attack_command(args: argparse.Namespace, dataset: str, attack: str) -> str:
+    return f"csbench attack {_configs(args)} --dataset {dataset} --attack {attack}"
+
+
+def _run_command(args: argparse.Namespace, phase: str, run: RunKey) -> str:
+    return f"csbench {phase} {_configs(args)} {lineage.run_args(run)}"
+
+
+def _verified(folder: Path, expected: dict, command: str, producer: str) -> Verified:
+    """A producer's folder whose stamp matches ``expected`` (its files are checked as they are read)."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is missing: run `{command}` first")
+    return verified(folder, expected, lineage.remake(command), producer)
+
+
+def _prepared(args: argparse.Namespace, config: Config, dataset: str) -> Verified:
+    folder = paths.prepared_dir(dataset)
+    return _verified(folder, lineage.prepare(config, dataset), _prepare_command(args, dataset), "prepare")
+
+
+def _attacked(args: argparse.Namespace, config: Config, dataset: str, attack: str) -> Verified:
+    folder = paths.attacked_dir(dataset, attack)
+    expected = lineage.attack(config, dataset, attack)
+    return _verified(folder, expected, _attack_command(args, dataset, attack), "attack")
+
+
+def _unstamp(folder: Path) -> None:
+    """Remove a folder's stamp before its phase rewrites it: a run killed half-way leaves files that
+    no stamp vouches for (a reader refuses them), never an old stamp beside new files."""
+    (folder / STAMP_FILE).unlink(missing_ok=True)
+
+
+def _split_names() -> list[str]:
+    return [f"{split}.parquet" for split in paths.ALL_SPLITS]
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     config = _config(args)
     if args.check_sources:
         check_sources(config)
     runs = config.runs()
     print(f"{'+'.join(config.sources)}: valid; study {config.study!r}, {len(runs)} run(s)")
+    for note in matching_notes(config):  # decided by the config: stated up front, not found after the run
+        print(note)
     for warning in config.robustness_outside_grid():
         log.warning("%s: not evaluated on perturbed queries (dvc repro needs it in the grid)", warning)
+    from csbench.models import remote_code_warnings
+
+    for warning in remote_code_warnings(config):  # a user's choice, but one that runs a model's own code
+        log.warning("%s", warning)
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     for run in _config(args).runs():
         print(run.path)
+    return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    """The study a config names (`study:`), or with --dir the folder of its summaries, database,
+    tables, figures and report (scripts/snakemake.sh writes the report there)."""
+    study = _config(args).study
+    print(paths.study_dir(study).as_posix() if args.dir else study)
     return 0
 
 
@@ -90,22 +169,35 @@ def cmd_download(args: argparse.Namespace) -> int:
             "note": "extracted from source code on this machine by `csbench prepare`; nothing to download",
         }
         write_json(target / "MANIFEST.json", manifest)
+        # the download rule's output and the prepare rule's input, as for a release (nothing listed)
+        write_text(target / "SHA256SUMS", f"# {args.dataset}: a local corpus (source {options['source']}); no files\n")
         log.info("%s is a local corpus (source %s): nothing to download", args.dataset, options["source"])
         return 0
     from csbench.datasets.download import fetch_dataset
 
-    manifest = fetch_dataset(DATASETS.get(args.dataset), target.parent, progress=not args.quiet)
-    log.info("%s: %d file(s) present and verified in %s", args.dataset, len(manifest.get("files", [])), target)
+    configs = "".join(f" --config {shlex.quote(c)}" for c in args.config or [])
+    manifest = fetch_dataset(
+        DATASETS.get(args.dataset),
+        target.parent,
+        options=config.dataset_options(args.dataset),
+        accept_changed=args.accept_changed,
+        rehash=args.rehash,
+        command=f"csbench download{configs} --dataset {args.dataset}",
+        progress=not args.quiet,
+    )
+    log.info("%s: %d file(s) the reader reads, verified in %s", args.dataset, len(manifest["reads"]), target)
     return 0
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from csbench.datasets import LOCAL_SOURCE_KIND
+    from csbench.datasets.prepare import log_code_layout
 
     config = _config(args)
     _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
     started = time.perf_counter()
     out = paths.prepared_dir(args.dataset)
+    _unstamp(out)
     if config.dataset_kind(args.dataset) == LOCAL_SOURCE_KIND:
         card = _prepare_local(config, args, out)
     else:
@@ -113,6 +205,11 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     card["wall_s"] = round(time.perf_counter() - started, 2)
     write_json(out / "card.json", card)
     write_text(out / "card.md", _card_md(card))
+    sums = paths.raw_dir(args.dataset) / "SHA256SUMS"  # what download verified (a local corpus: its note)
+    inputs = {sums.as_posix(): sha256_file(sums)} if sums.is_file() else {}
+    outputs = [*_split_names(), "card.json", "card.md"]
+    write_stamp(out, "prepare", lineage.prepare(config, args.dataset), inputs, outputs)
+    log_code_layout(args.dataset, card)
     counts = ", ".join(f"{s} {v['pairs']}" for s, v in card["splits"].items())
     log.info("prepared %s: %s in %.1f s", args.dataset, counts, card["wall_s"])
     return 0
@@ -120,14 +217,17 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 def _card_md(card: dict) -> str:
     from csbench.datasets.local import LOCAL_SOURCE_KIND, card_markdown
-    from csbench.datasets.prepare import release_card_markdown
+    from csbench.datasets.prepare import code_layout_markdown, release_card_markdown
 
-    return card_markdown(card) if card["kind"] == LOCAL_SOURCE_KIND else release_card_markdown(card)
+    if card["kind"] == LOCAL_SOURCE_KIND:
+        return card_markdown(card) + "".join(line + "\n" for line in code_layout_markdown(card))
+    return release_card_markdown(card)
 
 
 def _prepare_local(config: Config, args: argparse.Namespace, out: Path) -> dict:
     from csbench.code.extract import FilterSettings
     from csbench.datasets.local import SplitSettings, build_local_corpus
+    from csbench.datasets.prepare import code_layout_of
 
     check_sources(config)
     extraction = config.section("extraction")
@@ -141,7 +241,10 @@ def _prepare_local(config: Config, args: argparse.Namespace, out: Path) -> dict:
         workers=args.jobs,
     )
     for split, file in paths.split_files(out).items():
-        write_parquet(file, frame[frame["split"] == split].reset_index(drop=True))
+        records = frame[frame["split"] == split].reset_index(drop=True)
+        write_parquet(file, records)
+        if split in card["splits"]:
+            card["splits"][split]["code_layout"] = code_layout_of(records["language"], records["code"])
     card["params_sha256"] = canonical_hash({"options": options, "extraction": extraction})
     return card
 
@@ -149,15 +252,17 @@ def _prepare_local(config: Config, args: argparse.Namespace, out: Path) -> dict:
 def _prepare_release(config: Config, args: argparse.Namespace, out: Path) -> dict:
     from csbench.datasets import DATASETS
     from csbench.datasets.base import SkipReport
+    from csbench.datasets.download import verify_raw
     from csbench.datasets.prepare import SplitWriter
 
     spec = DATASETS.get(args.dataset)
     raw = paths.raw_dir(args.dataset)
-    if not (raw / "MANIFEST.json").is_file():
-        raise FileNotFoundError(f"{raw}/MANIFEST.json is missing: run `csbench download --dataset {args.dataset}`")
     if spec.reader is None:
         raise ValueError(f"dataset {args.dataset!r} has no query/code pairs to prepare (see its module)")
     options = config.dataset_options(args.dataset)
+    # what the reader reads, as the last download recorded it (never a file changed since)
+    configs = "".join(f" --config {shlex.quote(c)}" for c in args.config or [])
+    source_sha256 = verify_raw(spec, options, raw.parent, f"csbench download{configs} --dataset {args.dataset}")
     report = SkipReport()
     with SplitWriter(out, paths.ALL_SPLITS) as writer:
         for record in spec.reader(raw, options, report):
@@ -185,7 +290,7 @@ def _prepare_release(config: Config, args: argparse.Namespace, out: Path) -> dic
         "citation": spec.citation,
         "source": spec.homepage or (spec.files[0].urls[0] if spec.files and spec.files[0].urls else ""),
         "repo": spec.name,
-        "source_sha256": canonical_hash(json.loads((raw / "MANIFEST.json").read_text())),
+        "source_sha256": source_sha256,  # of SHA256SUMS: the files the reader read
         "files": {},
         "skipped_files": {},
         "skipped_records": report.as_dict(),
@@ -203,14 +308,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
     config = _config(args)
     _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
     prepared = paths.prepared_dir(args.dataset)
-    card_file = prepared / "card.json"
-    if not card_file.is_file():
-        raise FileNotFoundError(f"{card_file} is missing: run `csbench prepare --dataset {args.dataset}` first")
-    card = json.loads(card_file.read_text())
-    audit = audit_dataset(prepared, workers=args.jobs, progress=not args.quiet)
+    source = _prepared(args, config, args.dataset)
+    read = ["card.json", *_split_names()]
+    for name in read[1:]:
+        source.check(name)  # audit_dataset reads them itself
+    card = source.json("card.json")
     out = paths.cards_dir(args.dataset)
+    _unstamp(out)
+    audit = audit_dataset(prepared, workers=args.jobs, progress=not args.quiet)
     write_json(out / "card.json", {"card": card, "audit": audit})
     write_text(out / "card.md", card_markdown(args.dataset, card, audit))
+    write_stamp(out, "audit", lineage.prepare(config, args.dataset), source.inputs(read), ["card.json", "card.md"])
     shared = audit["shared_code"].get("test_in_train", {})
     log.info(
         "audited %s: %s test records also in train (exact), %s (near); pool duplicates %s",
@@ -228,12 +336,10 @@ def cmd_attack(args: argparse.Namespace) -> int:
     config = _config(args)
     _require(args.dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
     _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
-    source, target = paths.prepared_dir(args.dataset), paths.attacked_dir(args.dataset, args.attack)
-    splits = {}
-    for split, file in paths.split_files(source).items():
-        if not file.is_file():
-            raise FileNotFoundError(f"{file} is missing: run `csbench prepare --dataset {args.dataset}` first")
-        splits[split] = pd.read_parquet(file)
+    target = paths.attacked_dir(args.dataset, args.attack)
+    source = _prepared(args, config, args.dataset)
+    splits = {split: source.frame(file.name) for split, file in paths.split_files(source.folder).items()}
+    _unstamp(target)
     attacked, report = run_attack(
         args.attack, splits, config.raw.get("attack_params") or {}, workers=args.jobs, progress=not args.quiet
     )
@@ -241,6 +347,8 @@ def cmd_attack(args: argparse.Namespace) -> int:
         write_parquet(paths.split_files(target)[split], frame)
     summary = report.as_dict()
     write_json(target / "attack.json", {**summary, "params": config.attack_params(args.attack)})
+    expected = lineage.attack(config, args.dataset, args.attack)
+    write_stamp(target, "attack", expected, source.inputs(_split_names()), [*_split_names(), "attack.json"])
     for language, row in summary["per_language"].items():
         log.info(
             "attacked %s with %s: %s %s snippets, %s changed, %s renamed, %s not analysable",
@@ -252,6 +360,15 @@ def cmd_attack(args: argparse.Namespace) -> int:
             row["renamed"],
             row["analysis_failed"],
         )
+        if row["comments_kept_undelimited"]:
+            log.warning(
+                "%s with %s: %s %s snippets keep a line comment whose end is unknown (code flattened onto one "
+                "line: removing or translating it could change code); see attack.json and the dataset card",
+                args.dataset,
+                args.attack,
+                row["comments_kept_undelimited"],
+                language,
+            )
     for failure in summary["failures"]:
         log.warning("identifier analysis failed (%s, code left unrenamed): %s", failure["language"], failure["error"])
     return 0
@@ -271,14 +388,48 @@ def _run_key(args: argparse.Namespace, config: Config) -> RunKey:
     return run
 
 
-def _checkpoint(run: RunKey) -> Path | None:
-    """The trained encoder a run evaluates (``best/`` of its training), or None for zero-shot."""
+def _train_command(args: argparse.Namespace, key) -> str:
+    return (
+        f"csbench train {_configs(args)} --dataset {key.dataset} --attack {key.attack} --model {key.model} "
+        f"--loss {key.loss} --seed {key.seed}"
+    )
+
+
+def _checkpoint(run: RunKey, config: Config, args: argparse.Namespace) -> Path | None:
+    """The trained encoder a run evaluates (``best/`` of its training), or None for zero-shot; its
+    ``train.json`` must record this config's lineage and the ``best/`` that is there (the files of
+    ``best/`` are checked against its ``SHA256SUMS`` when the model is loaded)."""
+    from csbench.models.integrity import sums_digest
+
     if run.training is None:
         return None
-    best = paths.checkpoint_dir(run.training.path) / "best"
-    if not best.is_dir():
-        raise FileNotFoundError(f"{best} is missing: run `csbench train` for {run.training.path} first")
+    folder = paths.checkpoint_dir(run.training.path)
+    best, record_file = folder / "best", folder / "train.json"
+    command = _train_command(args, run.training)
+    if not best.is_dir() or not record_file.is_file():
+        raise FileNotFoundError(f"{best if not best.is_dir() else record_file} is missing: run `{command}` first")
+    remake = lineage.remake(command)
+    record = json.loads(record_file.read_text())
+    stamp = embedded(record, str(record_file), lineage.train(config, run.training), remake, "train")
+    if (stamp.get("outputs") or {}).get("best/SHA256SUMS", {}).get("sha256") != sums_digest(best):
+        raise ValueError(f"{best}: not the checkpoint {record_file} records (replaced since it was trained): {remake}")
     return best
+
+
+def _stamp_training(config: Config, key, attacked: Verified) -> None:
+    """Record in ``train.json`` (under ``made``) the lineage of the training, the data it read and the
+    digest of ``best/SHA256SUMS``; by the main process only (accelerate starts one per device)."""
+    from csbench.models.integrity import sums_digest
+    from csbench.stamps import record
+
+    if os.environ.get("RANK", "0") != "0":
+        return
+    folder = paths.checkpoint_dir(key.path)
+    data = json.loads((folder / "train.json").read_text())
+    best = {"sha256": sums_digest(folder / "best"), "bytes": (folder / "best" / "SHA256SUMS").stat().st_size}
+    inputs = attacked.inputs(["train.parquet", "valid.parquet"])
+    data[EMBEDDED_KEY] = record("train", lineage.train(config, key), inputs, {"best/SHA256SUMS": best})
+    write_json(folder / "train.json", data)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -298,16 +449,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.seed not in seeds:
         raise ValueError(f"--seed {args.seed} is not among {args.dataset}'s seeds in grid.trained ({seeds})")
     spec = config.model_spec(key.model)
-    folder = paths.attacked_dir(key.dataset, key.attack)
-    files = paths.split_files(folder)
-    for split in ("train", "valid"):
-        if not files[split].is_file():
-            raise FileNotFoundError(f"{files[split]} is missing: run `csbench attack` for {key.dataset}/{key.attack}")
+    attacked = _attacked(args, config, key.dataset, key.attack)
     columns = ["query", "code", "language"]
-    train_frame = pd.read_parquet(files["train"], columns=columns)
-    valid_frame = pd.read_parquet(files["valid"], columns=columns)
+    train_frame = attacked.frame("train.parquet", columns=columns)
+    valid_frame = attacked.frame("valid.parquet", columns=columns)
     if spec.family == "cross":
-        return _train_cross(args, config, key, spec, train_frame, valid_frame)
+        _train_cross(args, config, key, spec, train_frame, valid_frame)
+        _stamp_training(config, key, attacked)
+        return 0
     regime = config.training_params(key.model)
     max_valid = regime.pop("max_valid", None)
     if max_valid is not None:
@@ -321,6 +470,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = paths.checkpoint_dir(key.path)
     result = train(encoder, train_frame, valid_frame, train_config, out, progress=not args.quiet, resume=True)
     shutil.rmtree(out / "state", ignore_errors=True)  # only needed to resume; train.json is written
+    _stamp_training(config, key, attacked)
     log.info(
         "%s: best validation MRR %.4f at step %s (%s)", key.path, result.best_mrr, result.best_step, result.stop_reason
     )
@@ -348,57 +498,60 @@ def _train_cross(args, config, key, spec, train_frame: pd.DataFrame, valid_frame
     return 0
 
 
-def _pools(run: RunKey) -> tuple[Path, Path, Path]:
-    """The run's test, codebase and validation files (the last for a matching protocol's threshold)."""
-    files = paths.split_files(paths.attacked_dir(run.dataset, run.attack))
-    chosen = files["test"], files[paths.POOL_SPLIT], files["valid"]
-    for file in chosen[:2]:  # the validation file is checked when a matching protocol reads it
-        if not file.is_file():
-            raise FileNotFoundError(f"{file} is missing: run `csbench attack` for {run.dataset}/{run.attack} first")
-    return chosen
-
-
-def _read_pools(run: RunKey, protocols: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
-    """The test pool, the codebase, and the validation split when a matching protocol needs it."""
+def _read_pools(attacked: Verified, protocols: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """The test pool, the codebase, and the validation split when a matching protocol needs it (it
+    chooses its threshold there), each checked against the attacked folder's stamp as it is read."""
     from csbench.evaluate.runner import matching_protocols
 
-    test_file, codebase_file, valid_file = _pools(run)
-    valid = None
-    if matching_protocols(protocols):
-        if not valid_file.is_file():
-            raise FileNotFoundError(
-                f"{valid_file} is missing (matching chooses its threshold on it): run `csbench attack`"
-            )
-        valid = pd.read_parquet(valid_file)
-    return pd.read_parquet(test_file), pd.read_parquet(codebase_file), valid
+    valid = attacked.frame("valid.parquet") if matching_protocols(protocols) else None
+    return attacked.frame("test.parquet"), attacked.frame(f"{paths.POOL_SPLIT}.parquet"), valid
 
 
-def _load_index(run: RunKey):
-    import pickle
+def _index_model(run: RunKey, config: Config, attacked: Verified) -> dict:
+    """What a run's index is built from (csbench.lineage.index_model): recorded in ``index.json``,
+    compared on every read, so an index of another model, checkpoint or data is refused."""
+    return lineage.index_model(config, run, attacked.inputs(lineage.pool_names(config.protocols)))
+
+
+def _index_remake(run: RunKey) -> str:
+    """How to re-make a run's index (the end of every message about a bad one)."""
+    return (
+        f"delete {paths.index_dir(run.path)} and re-run `csbench index` for {run.path} "
+        "(snakemake / dvc repro re-make it; from a DVC remote: `make pull` again)"
+    )
+
+
+def _load_index(run: RunKey, config: Config, args: argparse.Namespace, attacked: Verified):
+    """The run's saved index, its files checked against their ``SHA256SUMS`` and its model and data
+    against the config's before anything is read (no pickle: .npy arrays and JSON); its neural model
+    is rebuilt from the config on first use."""
+    from csbench.evaluate.runner import load_pool_index
+    from csbench.models.build import model_loader
 
     file = paths.index_file(run.path)
     if not file.is_file():
         raise FileNotFoundError(f"{file} is missing: run `csbench index` for {run.path} first")
-    with open(file, "rb") as handle:
-        return pickle.load(handle), file
+    best = _checkpoint(run, config, args)
+    model = _index_model(run, config, attacked)
+    loader = model_loader(config.model_spec(run.model), config.model_params(run.model), best)
+    index = load_pool_index(paths.index_dir(run.path), model, loader, _index_remake(run))
+    return index, file
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    """Encode (index) the run's candidate pools once; evaluate and robust reuse the pickle."""
-    import pickle
-
+    """Encode (index) the run's candidate pools once; evaluate and robust reuse the saved index
+    (a folder of .npy arrays and JSON with its SHA256SUMS: csbench.evaluate.runner.PoolIndex.save)."""
     from csbench.evaluate.runner import build_index
-    from csbench.io import atomic_open
     from csbench.models.build import retriever_factory
 
     config = _config(args)
     run = _run_key(args, config)
     params = config.model_params(run.model)
-    pool, codebase, valid = _read_pools(run, config.protocols)
-    factory = retriever_factory(config.model_spec(run.model), params, _checkpoint(run))
+    attacked = _attacked(args, config, run.dataset, run.attack)
+    pool, codebase, valid = _read_pools(attacked, config.protocols)
+    factory = retriever_factory(config.model_spec(run.model), params, _checkpoint(run, config, args))
     index = build_index(factory, pool, config.protocols, codebase, valid)
-    with atomic_open(paths.index_file(run.path), "wb") as handle:
-        pickle.dump(index, handle, protocol=5)
+    index.save(paths.index_dir(run.path), _index_model(run, config, attacked))
     log.info("%s: encoded %s in %.1f s", run.path, ", ".join(index.retrievers), index.index_s)
     return 0
 
@@ -416,10 +569,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     run = _run_key(args, config)
     model_params = config.model_params(run.model)
     evaluation = config.section("evaluation")
-    test_file, codebase_file, valid_file = _pools(run)
-    index, index_file = _load_index(run)
+    attacked = _attacked(args, config, run.dataset, run.attack)
+    files = paths.split_files(attacked.folder)
+    test_file, codebase_file, valid_file = files["test"], files[paths.POOL_SPLIT], files["valid"]
+    out = paths.run_dir(run.path)
+    _unstamp(out)
+    index, index_file = _load_index(run, config, args, attacked)
     started = time.perf_counter()
-    pool, codebase, valid = _read_pools(run, evaluation["protocols"])
+    pool, codebase, valid = _read_pools(attacked, evaluation["protocols"])
     run_name = f"csbench-{run.model}-{run.attack}"
     outcomes, timings = search(
         index,
@@ -432,7 +589,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         valid=valid,
         memory_mb=float(evaluation.get("memory_mb", DEFAULT_MEMORY_MB)),
     )
-    out = paths.run_dir(run.path)
+    written = ["ranks.tsv", "provenance.json", "metrics.json"]
     scores, protocol_info = [], {}
     ranks_lines = ["protocol\tquery_id\trank\tcandidates\ttop1"]
     for name, outcome in outcomes.items():
@@ -442,6 +599,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if isinstance(outcome, MatchingOutcome):
             header = "query_id\tcode_id\tlabel\tscore\tdecision"
             write_text(out / f"{name}.tsv", "\n".join([header, *outcome.lines()]) + "\n")
+            written.append(f"{name}.tsv")
             continue
         ranks_lines += [
             f"{name}\t{q}\t{r}\t{c}\t{t}"
@@ -449,13 +607,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         ]
         with atomic_open(out / f"run.{name}.trec.gz", "wb") as handle:
             handle.write(trec_bytes(outcome.run_lines))
+        written.append(f"run.{name}.trec.gz")
         if outcome.plan_note:
             log.warning("%s %s: %s", run.path, name, outcome.plan_note)
     write_text(out / "ranks.tsv", "\n".join(ranks_lines) + "\n")
     language = ",".join(sorted(pool["language"].unique()))
     timings["total_s"] = round(time.perf_counter() - started, 3)
     params = {"model": model_params, "evaluation": evaluation}
-    inputs = [test_file, codebase_file, index_file] + ([valid_file] if valid is not None else [])
+    index_sums = paths.index_dir(run.path) / "SHA256SUMS"  # the digests of every file of the index
+    inputs = [test_file, codebase_file, index_file, index_sums] + ([valid_file] if valid is not None else [])
     efficiency = {k: timings.get(k) for k in EFFICIENCY_KEYS}
     if run.training is not None:
         record_file = paths.checkpoint_dir(run.training.path) / "train.json"
@@ -483,6 +643,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "protocols": protocol_info,
         },
     )
+    stamp_inputs = attacked.inputs(lineage.pool_names(evaluation["protocols"]))
+    for file in (index_file, index_sums, *([record_file] if run.training is not None else [])):
+        stamp_inputs[file.as_posix()] = sha256_file(file)
+    write_stamp(out, "evaluate", lineage.run(config, run), stamp_inputs, written)
     summary = ", ".join(_headline(name, outcome.metrics()) for name, outcome in outcomes.items())
     log.info("%s: %s (%d test records, %.1f s)", run.path, summary, len(pool), timings["total_s"])
     return 0
@@ -509,15 +673,20 @@ def cmd_perturb(args: argparse.Namespace) -> int:
         ratios = ratios_for(args.perturbation, config.robustness.get("ratios", []))
         if not ratios:
             raise ValueError("robustness.ratios is empty: give --ratio")
-    test_file = paths.split_files(paths.prepared_dir(args.dataset))["test"]
-    if not test_file.is_file():
-        raise FileNotFoundError(f"{test_file} is missing: run `csbench prepare --dataset {args.dataset}` first")
-    frame = pd.read_parquet(test_file, columns=["id", "query"])
+    prepared = _prepared(args, config, args.dataset)
+    frame = prepared.frame("test.parquet", columns=["id", "query"])
     seed = int(config.robustness.get("seed", 0))
+    folder = paths.perturbed_file(args.dataset, args.perturbation, 0).parent.parent
+    expected = lineage.perturb(config, args.dataset, args.perturbation)
+    kept = _kept_outputs(folder, expected) if args.ratio is not None else {}
+    _unstamp(folder)
+    written = []
     for ratio in tqdm(ratios, desc=f"{args.dataset} {args.perturbation}", unit="ratio", disable=args.quiet):
         queries = perturb(frame["query"].tolist(), frame["id"].tolist(), args.perturbation, ratio, seed)
         out = pd.DataFrame({"id": frame["id"], "query": queries, "original": frame["query"]})
-        write_parquet(paths.perturbed_file(args.dataset, args.perturbation, ratio), out)
+        file = paths.perturbed_file(args.dataset, args.perturbation, ratio)
+        write_parquet(file, out)
+        written.append(file.relative_to(folder).as_posix())
         changed = int((out["query"] != out["original"]).sum())
         log.info(
             "%s %s@%s: %d of %d queries changed",
@@ -527,7 +696,21 @@ def cmd_perturb(args: argparse.Namespace) -> int:
             changed,
             len(out),
         )
+    write_stamp(folder, "perturb", expected, prepared.inputs(["test.parquet"]), written, keep=kept)
     return 0
+
+
+def _kept_outputs(folder: Path, expected: dict) -> dict:
+    """The outputs an earlier run of the same lineage recorded in ``folder``'s stamp (a run that
+    writes some of the files, ``--ratio``, keeps the others listed as they were recorded)."""
+    from csbench.stamps import StampError
+
+    if not (folder / STAMP_FILE).is_file():
+        return {}
+    try:
+        return dict(verified(folder, expected, "", "perturb").outputs)
+    except StampError:
+        return {}
 
 
 def robust_points(config, perturbation: str | None = None, ratio: str | None = None) -> list[tuple[str, float]]:
@@ -562,13 +745,30 @@ def cmd_robust(args: argparse.Namespace) -> int:
     absent = [str(f) for f in files.values() if not f.is_file()]
     if absent:
         raise FileNotFoundError(f"{', '.join(absent)} missing: run `csbench perturb` first")
-    test_file, codebase_file, _ = _pools(run)
-    index, _ = _load_index(run)
-    pool, codebase = pd.read_parquet(test_file), pd.read_parquet(codebase_file)
+    attacked = _attacked(args, config, run.dataset, run.attack)
+    query_sets = {
+        p: _verified(
+            files[(p, r)].parent.parent,
+            lineage.perturb(config, run.dataset, p),
+            f"csbench perturb {_configs(args)} --dataset {run.dataset} --perturbation {p}",
+            "perturb",
+        )
+        for p, r in points
+    }
+    out = paths.robustness_dir(run.path) / "points"
+    expected = lineage.robust(config, run)
+    kept = _kept_outputs(out, expected) if args.perturbation is not None or args.ratio is not None else {}
+    _unstamp(out)
+    index, _ = _load_index(run, config, args, attacked)
+    pool, codebase = attacked.frame("test.parquet"), attacked.frame(f"{paths.POOL_SPLIT}.parquet")
+    inputs = attacked.inputs(["test.parquet", f"{paths.POOL_SPLIT}.parquet"])
+    written = []
     for (perturbation, ratio), queries_file in tqdm(
         files.items(), desc=f"{run.path} robustness", unit="point", disable=args.quiet
     ):
-        perturbed = pd.read_parquet(queries_file).set_index("id")["query"]
+        name = queries_file.relative_to(query_sets[perturbation].folder).as_posix()
+        perturbed = query_sets[perturbation].frame(name).set_index("id")["query"]
+        inputs[queries_file.as_posix()] = query_sets[perturbation].digest(name)
         missing = set(pool["id"]) - set(perturbed.index)
         if missing:
             raise ValueError(f"{queries_file} lacks {len(missing)} test queries of {run.dataset}/{run.attack}")
@@ -585,8 +785,10 @@ def cmd_robust(args: argparse.Namespace) -> int:
             latency=False,  # the point records no timings
         )
         outcome = outcomes[protocol]
+        point_file = paths.robust_point_file(run.path, perturbation, ratio)
+        written.append(point_file.relative_to(out).as_posix())
         write_json(
-            paths.robust_point_file(run.path, perturbation, ratio),
+            point_file,
             {
                 "run": run.as_dict(),
                 "perturbation": perturbation,
@@ -607,6 +809,9 @@ def cmd_robust(args: argparse.Namespace) -> int:
             protocol,
             f"{mrr:.4f}" if outcome.ranks else "n/a",
         )
+    # (not the index's SHA256SUMS: index.json holds its encoding time; this stamp is the same under
+    # both drivers, as the points are)
+    write_stamp(out, "robust", expected, inputs, written, keep=kept)
     return 0
 
 
@@ -614,10 +819,24 @@ def cmd_robustness(args: argparse.Namespace) -> int:
     """The robustness curves, IR-AUC, robust MRR and flip rates of one run, and their plot."""
     from csbench.evaluate.robust_report import robustness_record
     from csbench.results.plots import plot_robustness
+    from csbench.stamps import record as stamp_record
 
     config = _config(args)
     run = _run_key(args, config)
-    record = robustness_record(run, config)
+    command = _run_command(args, "evaluate", run)
+    clean = _verified(paths.run_dir(run.path), lineage.run(config, run), command, "evaluate")
+    points = _verified(
+        paths.robustness_dir(run.path) / "points",
+        lineage.robust(config, run),
+        _run_command(args, "robust", run),
+        "robust",
+    )
+    files = [paths.robust_point_file(run.path, *point) for point in config.perturbation_points()]
+    names = [file.relative_to(points.folder).as_posix() for file in files]
+    inputs = {(clean.folder / "ranks.tsv").as_posix(): clean.check("ranks.tsv")}
+    inputs |= {(points.folder / name).as_posix(): points.check(name) for name in names}
+    record = robustness_record(run, config)  # reads the files just checked
+    record[EMBEDDED_KEY] = stamp_record("robustness", lineage.robustness(config, run), inputs)
     out = paths.robustness_dir(run.path)
     write_json(out / "robustness.json", record)
     plot_robustness(record, out / "robustness.png")
@@ -634,19 +853,46 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     from csbench.results.report import aggregate
 
     config = _config(args)
+    _check_aggregated(args, config)
     run_dirs = [paths.run_dir(run.path) for run in config.runs()]
     cards = {name: paths.cards_dir(name) / "card.json" for name in config.datasets}
     robustness = {run.path: paths.robustness_dir(run.path) / "robustness.json" for run in config.robustness_runs()}
     stability = stability_records(config, robustness)
     trainings = {key.path: paths.checkpoint_dir(key.path) / "train.json" for key in config.trainings()}
-    table = aggregate(run_dirs, Path(paths.RESULTS), config.study, cards, robustness, stability, trainings)
-    log.info("aggregated %d runs (%d rows) into %s/summary.md", len(run_dirs), len(table), paths.RESULTS)
+    out = paths.study_dir(config.study)
+    shared = Path(paths.RESULTS)
+    table = aggregate(run_dirs, out, config.study, cards, robustness, stability, trainings, shared_dir=shared)
+    log.info("aggregated %d runs (%d rows) of study %r into %s/", len(run_dirs), len(table), config.study, out)
     return 0
+
+
+def _check_aggregated(args: argparse.Namespace, config: Config) -> None:
+    """Every record the study's aggregate reads, checked against its stamp first: run records (each
+    file its stamp lists), dataset cards, robustness records and training records, all made under
+    this config's parameters and unchanged since (a record of another study is refused, not summed)."""
+    for run in config.runs():
+        expected = lineage.run(config, run)
+        records = _verified(paths.run_dir(run.path), expected, _run_command(args, "evaluate", run), "evaluate")
+        for name in records.outputs:
+            records.check(name)
+    for dataset in config.datasets:
+        command = f"csbench audit {_configs(args)} --dataset {dataset}"
+        _verified(paths.cards_dir(dataset), lineage.prepare(config, dataset), command, "audit").check("card.json")
+    for run in config.robustness_runs():
+        file = paths.robustness_dir(run.path) / "robustness.json"
+        if file.is_file():
+            remake = lineage.remake(_run_command(args, "robustness", run))
+            embedded(json.loads(file.read_text()), str(file), lineage.robustness(config, run), remake, "robustness")
+    for key in config.trainings():
+        file = paths.checkpoint_dir(key.path) / "train.json"
+        if file.is_file():
+            remake = lineage.remake(_train_command(args, key))
+            embedded(json.loads(file.read_text()), str(file), lineage.train(config, key), remake, "train")
 
 
 def stability_records(config, robustness_files: dict[str, Path]) -> dict[str, dict]:
     """Seed stability of every trained configuration with 2+ seeds (COBE V-E): its record and
-    heatmap under results/stability/<group>/, and results/stability/index.json listing them."""
+    heatmap under results/studies/<study>/stability/<group>/, and index.json there listing them."""
     from csbench.evaluate.stability import seed_stability
     from csbench.results.plots import plot_seed_heatmap
 
@@ -664,11 +910,11 @@ def stability_records(config, robustness_files: dict[str, Path]) -> dict[str, di
             k=int(settings["k"]),
             ir_auc=ir_auc or None,
         )
-        out = paths.stability_dir(group.path)
+        out = paths.stability_dir(config.study, group.path)
         write_json(out / "stability.json", record)
         plot_seed_heatmap(record, out / "heatmap.png")
         records[group.path] = record
-    write_json(Path(paths.STABILITY) / "index.json", {"settings": settings, "groups": sorted(records)})
+    write_json(paths.stability_dir(config.study) / "index.json", {"settings": settings, "groups": sorted(records)})
     return records
 
 
@@ -710,15 +956,33 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(p)
     p.set_defaults(func=cmd_runs)
 
+    p = sub.add_parser("study", help="print the config's study name, or the folder of its results")
+    _add_config(p)
+    p.add_argument("--dir", action="store_true", help="print results/studies/<study> instead of the name")
+    p.set_defaults(func=cmd_study)
+
     p = sub.add_parser("merge", help="merge config files (a study over params.yaml) into one, for dvc repro")
     _add_config(p)
     p.add_argument("--output", metavar="FILE", help="write there, atomically (default: stdout)")
     p.add_argument("--force", action="store_true", help="write even what dvc.yaml cannot run as snakemake does")
     p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("download", help="fetch and verify a release into data/raw/ (or check files put there)")
+    p = sub.add_parser(
+        "download", help="fetch and verify what a release's reader reads into data/raw/ (or check files put there)"
+    )
     _add_config(p)
     p.add_argument("--dataset", required=True)
+    p.add_argument(
+        "--accept-changed",
+        action="store_true",
+        help="record files the reader reads that changed since MANIFEST.json recorded them (else an error); "
+        "a file with a pinned checksum must still match it",
+    )
+    p.add_argument(
+        "--rehash",
+        action="store_true",
+        help="measure every checksum again, even of files whose size and modification time are unchanged",
+    )
     p.set_defaults(func=cmd_download)
 
     p = sub.add_parser("prepare", help="build a dataset in the common schema under data/prepared/")
@@ -783,7 +1047,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_args(p)
     p.set_defaults(func=cmd_robustness)
 
-    p = sub.add_parser("aggregate", help="build results/results.db and results/summary.{md,csv}")
+    p = sub.add_parser(
+        "aggregate", help="build the study's results.db, summary, tables and figures in results/studies/<study>/"
+    )
     _add_config(p)
     p.set_defaults(func=cmd_aggregate)
 
@@ -804,16 +1070,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, help="also write the scores here")
     p.set_defaults(func=cmd_challenge)
 
-    from csbench.results.query import DEFAULT_DB, FILTER_COLUMNS, FORMATS
+    from csbench.results.query import FILTER_COLUMNS, FORMATS, STUDIES_DIR
 
     p = sub.add_parser(
         "results",
-        help="query results/results.db: filter, print as a table / CSV / JSON, pivot, export",
-        description="Rows of the `results` table of results.db (one per study, dataset, language, attack, "
-        "perturbation, ratio, model, loss, seed, inference, protocol and metric). Each filter may be "
-        "repeated and takes a comma-separated list; --ratio none selects rows without a ratio (IR-AUC).",
+        help="query the studies' results.db: filter, print as a table / CSV / JSON, pivot, export",
+        description="Rows of the `results` table of the studies' databases (one per study, dataset, language, "
+        "attack, perturbation, ratio, model, loss, seed, inference, protocol and metric). Without --db: "
+        f"every study's {STUDIES_DIR}/<study>/results.db read as one table, or only those --study names. "
+        "Each filter may be repeated and takes a comma-separated list; --ratio none selects rows without "
+        "a ratio (IR-AUC).",
     )
-    p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"the database (default: {DEFAULT_DB})")
+    p.add_argument(
+        "--db", type=Path, help=f"one database file (default: every study's, {STUDIES_DIR}/<study>/results.db)"
+    )
     for column in FILTER_COLUMNS:
         p.add_argument(f"--{column}", action="append", metavar="V[,V...]", help="keep these values (repeatable)")
     p.add_argument("--format", choices=FORMATS, default="table", help="stdout format (default: table)")
@@ -825,14 +1095,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_results(args: argparse.Namespace) -> int:
     """Print (or export) the rows of results.db's `results` table that the filters select."""
-    from csbench.results.query import FILTER_COLUMNS, export, pivot, render, select
+    from csbench.results.query import FILTER_COLUMNS, describe, export, pivot, render, select, study_databases
 
     filters = {c: getattr(args, c) for c in FILTER_COLUMNS if getattr(args, c)}
-    frame = select(args.db, filters)
+    db = args.db if args.db is not None else study_databases(args.study or ())
+    frame = select(db, filters)
     if args.pivot:
         frame = pivot(frame, args.pivot)
     if frame.empty:
-        print(f"csbench results: no row of {args.db} matches the filters", file=sys.stderr)
+        print(f"csbench results: no row of {describe(db)} matches the filters", file=sys.stderr)
     if args.export:
         export(frame, args.export)
         print(f"csbench results: {len(frame)} row(s) written to {args.export}", file=sys.stderr)
@@ -860,15 +1131,39 @@ def cmd_challenge(args: argparse.Namespace) -> int:
     return 0
 
 
+# The commands that read or write the project's data: each holds the project lock (csbench.lock) while
+# it runs, shared with the other jobs of its driver's session, refused beside another driver's.
+PHASE_COMMANDS = frozenset(
+    {"download", "prepare", "audit", "attack", "train", "index", "evaluate"}
+    | {"perturb", "robust", "robustness", "aggregate"}
+)
+
+
+def _project_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """The project lock for a phase command (and for ``merge --output``, which may rewrite the
+    params.yaml a running driver's jobs read); nothing for the commands that only read."""
+    if args.command in PHASE_COMMANDS or (args.command == "merge" and args.output):
+        from csbench.lock import held
+
+        return held(f"csbench {args.command}")
+    return contextlib.nullcontext()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s csbench %(levelname)s %(message)s")
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
     try:
-        return args.func(args)
+        with _project_lock(args):
+            return args.func(args)
     except (ConfigError, UnknownNameError, FileNotFoundError, ValueError, RuntimeError) as err:
         message = err.message if isinstance(err, UnknownNameError) else str(err)
         print(f"csbench {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full disk: one line (the file, the space it needs), not a traceback
+        if not is_disk_full(err):
+            raise
+        print(f"csbench {args.command}: error: {disk_full_message(err)}", file=sys.stderr)
         return 2
 
 

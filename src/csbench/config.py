@@ -19,8 +19,10 @@ from csbench import paths
 from csbench.attacks import parse_spec
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 from csbench.evaluate.protocols import PROTOCOLS
-from csbench.models import MODELS, ModelSpec, hf_custom_defaults
+from csbench.models import MODELS, ModelSpec, declared_params, hf_custom_defaults
+from csbench.params import ParamProblem, check_params
 from csbench.registry import UnknownNameError
+from csbench.train.loss_params import LOSS_DEFAULTS, LOSS_PARAMS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = PROJECT_ROOT / "workflow" / "schemas" / "params.schema.yaml"
@@ -147,6 +149,42 @@ class Config:
     def dataset_kind(self, name: str) -> str:
         return DATASETS.get(name).kind if name in DATASETS else self.dataset_options(name)["kind"]
 
+    def missing_validation(self, name: str) -> str | None:
+        """Why dataset ``name`` has no validation split (a matching protocol chooses a bi-encoder's
+        threshold there), or None when it has one: a release without one, a release whose
+        ``splits`` option leaves it out, a local corpus with ``extraction.split.valid: 0``."""
+        if self.dataset_kind(name) == LOCAL_SOURCE_KIND:
+            if self.raw["extraction"]["split"]["valid"] == 0:
+                return "extraction.split.valid is 0"
+            return None
+        spec = DATASETS.get(name)
+        if "valid" not in spec.splits:
+            return f"the release has no validation split, only {', '.join(spec.splits)}"
+        chosen = self.dataset_options(name).get("splits")
+        if chosen is not None and "valid" not in chosen:
+            return f"datasets.{name}.splits leaves it out"
+        return None
+
+    @property
+    def matching_without_validation(self) -> str:
+        """``evaluation.matching_without_validation``: ``error`` (default) or ``skip``."""
+        return str(self.section("evaluation").get("matching_without_validation", "error"))
+
+    def unmatched_runs(self) -> list[tuple[str, str, list[str]]]:
+        """(dataset, why it has no validation split, models) of every dataset whose ``matching``
+        runs cannot be evaluated: a model that needs a match threshold (all but cross-encoders)
+        finds no validation split to choose it on, so its matching would stay empty."""
+        if not self.matching_protocols:
+            return []
+        found: dict[str, list[str]] = {}
+        for run in self.runs():
+            if self.model_spec(run.model).family == "cross" or self.missing_validation(run.dataset) is None:
+                continue
+            models = found.setdefault(run.dataset, [])
+            if run.model not in models:
+                models.append(run.model)
+        return [(name, str(self.missing_validation(name)), models) for name, models in found.items()]
+
     def attack_params(self, spec: str) -> dict[str, dict[str, Any]]:
         """The parameters of each attack of a spec (``ordered_id+translation``, ``k_shift_snippet-64``):
         registered defaults < ``attack_params`` < the spec's variant suffix."""
@@ -170,6 +208,7 @@ class Config:
                 zero_shot=True,
                 trainable=True,
                 defaults_fn=hf_custom_defaults,
+                params_fn=declared_params("hf"),
             )
         return MODELS.get(name)  # raises, listing the registered names
 
@@ -361,8 +400,8 @@ def _key_path(path: Any) -> str:
     return ".".join(parts).replace(".[", "[") or "(top level)"
 
 
-def _schema_error_message(error: jsonschema.ValidationError) -> str:
-    key = _key_path(error.absolute_path)
+def _schema_error_message(error: jsonschema.ValidationError, prefix: tuple[Any, ...] = ()) -> str:
+    key = _key_path((*prefix, *error.absolute_path))
     if error.validator == "enum":
         valid = [str(v) for v in error.validator_value]
         return UnknownNameError("value", error.instance, valid, where=key).message
@@ -387,15 +426,175 @@ def validate_config(raw: dict[str, Any], sources: tuple[str, ...] = ("params.yam
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(raw), key=lambda e: (len(e.absolute_path), list(map(str, e.path))))
     if errors:
-        raise ConfigError(f"{where}: " + _schema_error_message(errors[0]))
+        error = errors[0]
+        keys = tuple(error.absolute_path)
+        if "propertyNames" in error.absolute_schema_path:  # a bad name: the line of that key, not its parent's
+            keys = (*keys, error.instance)
+        raise ConfigError(f"{locate(Config(raw=raw, sources=sources), *keys)}: " + _schema_error_message(error))
     config = Config(raw=raw, sources=sources)
     try:
         _check_names(config)
+    except ConfigError:
+        raise  # already names its file and line
     except UnknownNameError as err:
         raise ConfigError(f"{where}: {err.message}") from None
     except ValueError as err:
         raise ConfigError(f"{where}: {err}") from None
+    _check_registry_params(config)
+    _check_dataset_options(config)
+    _check_matching_validation(config)
     return config
+
+
+# ------------------------------------------------------------------------------ where a key is set
+
+
+def _key_lines(path: str) -> tuple[dict[tuple[Any, ...], int], Any] | None:
+    """The 1-based line of every mapping key and list item of a YAML config file, by key path
+    (list items by index), and the file's data; None when the file cannot be read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError):
+        return None
+    lines: dict[tuple[Any, ...], int] = {}
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())]
+    while stack:
+        node, prefix = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                lines[(*prefix, str(key.value))] = key.start_mark.line + 1
+                stack.append((value, (*prefix, str(key.value))))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                lines[(*prefix, i)] = item.start_mark.line + 1
+                stack.append((item, (*prefix, i)))
+    return lines, data
+
+
+def _value_at(data: Any, keys: tuple[Any, ...]) -> Any:
+    for key in keys:
+        found = key in data if isinstance(data, dict) else isinstance(data, list) and isinstance(key, int)
+        if not found or (isinstance(data, list) and key >= len(data)):
+            return None
+        data = data[key]
+    return data
+
+
+def locate(config: Config, *keys: Any) -> str:
+    """``file:line`` where the config sets ``keys`` (the last of its files that sets it, as overlays
+    override), or the files joined by ``+`` when no file sets it as the config has it."""
+    for source in reversed(config.sources):
+        found = _key_lines(source)
+        if found is None or keys not in found[0]:
+            continue
+        mine, merged = _value_at(found[1], keys), _value_at(config.raw, keys)
+        if isinstance(merged, dict) or mine == merged:  # else the config was changed after reading
+            return f"{source}:{found[0][keys]}"
+        break
+    return "+".join(config.sources)
+
+
+# ------------------------------------------------------------------------------ dataset entries
+
+
+def _check_dataset_options(config: Config) -> None:
+    """Every ``datasets.<name>`` entry: a local corpus's keys against the schema's
+    ``$defs/local_source``, a release's options against its declarations (DatasetSpec.options);
+    splits a run reads must stay selected. Errors name the file, line and key."""
+    local_schema = {"$defs": _schema()["$defs"], "$ref": "#/$defs/local_source"}
+    for name, given in (config.raw.get("datasets") or {}).items():
+        spec = DATASETS.get(name) if name in DATASETS else None
+        if spec is None or spec.kind == LOCAL_SOURCE_KIND:
+            validator = jsonschema.Draft202012Validator(local_schema)
+            errors = sorted(validator.iter_errors(given), key=lambda e: list(map(str, e.absolute_path)))
+            if errors:
+                error = errors[0]
+                keys = ("datasets", name, *error.absolute_path)
+                if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+                    extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+                    keys = (*keys, extra[0]) if extra else keys
+                raise ConfigError(f"{locate(config, *keys)}: {_schema_error_message(error, ('datasets', name))}")
+            continue
+        for key, value in given.items():
+            option = spec.option(key)
+            where = f"{locate(config, 'datasets', name, key)}: datasets.{name}.{key}"
+            if option is None:
+                raise ConfigError(f"{where}: {_unknown_option(spec, key)}")
+            problem = option.problem(value)
+            if problem:
+                raise ConfigError(f"{where}: {problem}")
+        _check_selected_splits(config, spec)
+
+
+def _unknown_option(spec: Any, key: str) -> str:
+    names = [option.name for option in spec.options]
+    if not names:
+        message = f"release {spec.name!r} takes no options (its entry is `{{}}`)"
+    else:
+        message = f"unknown option of release {spec.name!r}; its options: {', '.join(names)}"
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+        if close:
+            message += f". Did you mean {close[0]!r}?"
+    local_keys = set(_schema()["$defs"]["local_source"]["properties"])
+    if key in local_keys:
+        message += f" ({key!r} is a key of local corpora, extracted from source code)"
+    else:
+        elsewhere = [n for n in DATASETS if n != spec.name and DATASETS.get(n).option(key) is not None]
+        if elsewhere:
+            message += f" ({key!r} is an option of {', '.join(elsewhere[:3])}{', ...' if len(elsewhere) > 3 else ''})"
+    return message
+
+
+def _check_selected_splits(config: Config, spec: Any) -> None:
+    """A ``splits`` option may not leave out what the runs read: ``test`` (every run evaluates it)
+    and, for a dataset trained on, ``train``."""
+    chosen = config.dataset_options(spec.name).get("splits")
+    if chosen is None:
+        return
+    trained = config.trained
+    needs = []
+    if spec.name in config.datasets and "test" in spec.splits:
+        needs.append(("test", "every run evaluates the test split"))
+    if trained["models"] and spec.name in trained["datasets"] and "train" in spec.splits:
+        needs.append(("train", "grid.trained.datasets trains on the train split"))
+    for split, why in needs:
+        if split not in chosen:
+            where = f"{locate(config, 'datasets', spec.name, 'splits')}: datasets.{spec.name}.splits"
+            raise ConfigError(f"{where}: leaves out {split!r}, but {why}; add it or remove the option")
+
+
+def _check_matching_validation(config: Config) -> None:
+    """A ``matching`` study on a dataset without a validation split: an error, unless the config
+    says ``evaluation.matching_without_validation: skip`` (then ``csbench validate`` lists it)."""
+    unmatched = config.unmatched_runs()
+    if not unmatched or config.matching_without_validation == "skip":
+        return
+    index = config.protocols.index(config.matching_protocols[0])
+    where = f"{locate(config, 'evaluation', 'protocols', index)}: evaluation.protocols[{index}]"
+    cases = "; ".join(f"{name} (grid.datasets[{config.datasets.index(name)}]: {why})" for name, why, _ in unmatched)
+    models = list(dict.fromkeys(model for _, _, names in unmatched for model in names))
+    raise ConfigError(
+        f"{where}: {config.matching_protocols[0]!r} chooses a model's match threshold on the validation split, "
+        f"and these datasets have none: {cases}; the matching of {', '.join(models)} there would stay empty. Remove "
+        f"{config.matching_protocols[0]!r} from evaluation.protocols, those datasets from grid.datasets, or set "
+        "evaluation.matching_without_validation: skip to evaluate the other protocols and record matching there "
+        "as not evaluated (a cross-encoder's head needs no threshold)"
+    )
+
+
+def matching_notes(config: Config) -> list[str]:
+    """What a config with ``evaluation.matching_without_validation: skip`` decides, one line per
+    dataset: whose matching is not evaluated there, and why."""
+    if config.matching_without_validation != "skip":
+        return []
+    where = locate(config, "evaluation", "matching_without_validation")
+    return [
+        f"{where}: matching on {name} not evaluated for {', '.join(models)}: {why}, so no match threshold can be "
+        "chosen (evaluation.matching_without_validation: skip)"
+        for name, why, models in config.unmatched_runs()
+    ]
 
 
 def _check_names(config: Config) -> None:
@@ -427,7 +626,7 @@ def _check_names(config: Config) -> None:
         if missing:
             raise ValueError(f"datasets.{name}: a local-source corpus needs {' and '.join(missing)}")
     for i, name in enumerate(config.attacks):
-        parse_spec(name, config.raw.get("attack_params") or {}, where=f"grid.attacks[{i}]")
+        _check_attack_spec(config, name, ("grid", "attacks", i))
     _check_models(config)
     for i, name in enumerate(config.protocols):
         PROTOCOLS.check(name, where=f"evaluation.protocols[{i}]")
@@ -436,6 +635,38 @@ def _check_names(config: Config) -> None:
     split = config.raw["extraction"]["split"]
     if split["train"] + split["valid"] + split["test"] != 100:
         raise ValueError(f"extraction.split: train + valid + test must be 100, not {sum(split.values())}")
+
+
+def _check_attack_spec(config: Config, spec: str, keys: tuple[Any, ...]) -> None:
+    """An attack spec of the config (composition, variant, parameters), its error at its file and line."""
+    key = keys[0] + "".join(f".{k}" if isinstance(k, str) else f"[{k}]" for k in keys[1:])
+    try:
+        parse_spec(spec, config.raw.get("attack_params") or {}, where=key)
+    except UnknownNameError as err:
+        raise ConfigError(f"{locate(config, *keys)}: {err.message}") from None
+    except ValueError as err:
+        raise ConfigError(f"{locate(config, *keys)}: {err}") from None
+
+
+def _check_registry_params(config: Config) -> None:
+    """``models.<name>`` (its parameters: ``family`` and ``training`` are the schema's) and
+    ``loss_params.<loss>``: every parameter against the schema ``csbench.params`` derives from the
+    registered defaults and declarations, so a value of the wrong type, out of range or misspelt
+    stops here, at its file and line, not in a train job after download, prepare and attack."""
+    for name, given in (config.raw.get("models") or {}).items():
+        params = {k: v for k, v in (given or {}).items() if k not in ("family", "training")}
+        if not params:
+            continue
+        spec = config.model_spec(name)
+        defaults = {k: v for k, v in spec.defaults.items() if k != "family"}
+        _raise_param_problem(config, ("models", name), check_params(params, defaults, spec.params))
+    for loss, given in (config.raw.get("loss_params") or {}).items():
+        _raise_param_problem(config, ("loss_params", loss), check_params(given, LOSS_DEFAULTS[loss], LOSS_PARAMS[loss]))
+
+
+def _raise_param_problem(config: Config, keys: tuple[str, ...], problem: ParamProblem | None) -> None:
+    if problem is not None:
+        raise ConfigError(f"{locate(config, *keys, *problem.path)}: {problem.describe('.'.join(keys))}")
 
 
 def _check_models(config: Config) -> None:
@@ -459,12 +690,6 @@ def _check_models(config: Config) -> None:
                 f"grid.models[{i}]: {name!r} is trained from scratch and has no zero-shot run; "
                 "list it under grid.trained.models"
             )
-    for name in dict.fromkeys(config.models + config.trained["models"]):
-        given = set(config.raw["models"].get(name) or {}) - {"family", "training"}
-        if given:  # the neural families' defaults import torch: only read for models given parameters
-            known = set(config.model_spec(name).defaults) - {"family"}
-            for key in sorted(given - known):
-                raise UnknownNameError(f"parameter of model {name!r}", key, sorted(known), where=f"models.{name}")
     trained = config.trained
     for i, name in enumerate(trained["models"]):
         if name not in valid:
@@ -525,7 +750,7 @@ def _validate_robustness(config: Config) -> None:
     if not rob:
         return
     for i, spec in enumerate(rob.get("attacks", [])):
-        parse_spec(spec, config.raw.get("attack_params") or {}, where=f"robustness.attacks[{i}]")
+        _check_attack_spec(config, spec, ("robustness", "attacks", i))
     for key, takes_ratio in (("perturbations", True), ("fixed", False)):
         for i, name in enumerate(rob.get(key, [])):
             perturbation = PERTURBATIONS.get(name, where=f"robustness.{key}[{i}]")

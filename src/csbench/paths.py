@@ -18,11 +18,19 @@ ATTACKED = "data/attacked/{dataset}/{attack}"
 RUN = "results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}"
 RESULTS = "results"
 PERTURBED = "data/perturbed/{dataset}/{perturbation}/{ratio}/queries.parquet"
-INDEX = "results/index/{run}/index.pkl"
+INDEX = "results/index/{run}"  # a folder: index.json, .npy arrays / bm25s folders, SHA256SUMS (no pickle)
 ROBUST_POINT = "results/robustness/{run}/points/{perturbation}/{ratio}.json"
 ROBUSTNESS = "results/robustness/{run}"  # robustness.json and robustness.png
+# What describes one study (the config's `study`) lives in its own folder, so the results of several
+# studies coexist and each study's default target depends on its own runs: results/studies/<study>/
+# holds SUMMARY_FILES, stability/, tables/, figures/ and report.html, all written by its `aggregate`
+# (report.html by `snakemake --report`). The run records above are shared: a run is the same run in
+# every study that has it.
+STUDIES = "results/studies"
+STUDY = "results/studies/{study}"
 SUMMARY_FILES = ("summary.md", "summary.csv", "results.db", "metrics.json", "robustness_curves.csv")
-STABILITY = "results/stability"  # index.json, and <group>/{stability.json, heatmap.png} per configuration
+DATABASE = "results.db"  # below a study's folder: what `csbench results` reads
+STABILITY = "stability"  # below a study's folder: index.json, and <group>/{stability.json, heatmap.png}
 CHECKPOINT = "checkpoints/{train}"  # best/ (the encoder), train.json; state/ while training
 
 
@@ -59,8 +67,14 @@ def perturbed_file(dataset: str, perturbation: str, ratio: float) -> Path:
     return Path(PERTURBED.format(dataset=dataset, perturbation=perturbation, ratio=ratio_label(ratio)))
 
 
-def index_file(run_path: str) -> Path:
+def index_dir(run_path: str) -> Path:
+    """The folder of a run's index (``csbench.evaluate.runner.PoolIndex.save``)."""
     return Path(INDEX.format(run=run_path))
+
+
+def index_file(run_path: str) -> Path:
+    """The index's ``index.json``: the file the drivers track (the folder is written at once)."""
+    return index_dir(run_path) / "index.json"
 
 
 def robust_point_file(run_path: str, perturbation: str, ratio: float) -> Path:
@@ -71,8 +85,15 @@ def robustness_dir(run_path: str) -> Path:
     return Path(ROBUSTNESS.format(run=run_path))
 
 
-def stability_dir(group_path: str) -> Path:
-    return Path(STABILITY) / group_path
+def study_dir(study: str) -> Path:
+    """The folder of one study's summaries, database, tables, figures and report."""
+    return Path(STUDY.format(study=study))
+
+
+def stability_dir(study: str, group_path: str = "") -> Path:
+    """The seed-stability folder of a study (its index.json), or of one trained configuration."""
+    folder = study_dir(study) / STABILITY
+    return folder / group_path if group_path else folder
 
 
 def checkpoint_dir(train_path: str) -> Path:
@@ -83,7 +104,7 @@ def checkpoint_dir(train_path: str) -> Path:
 # parameter and dvc.yaml lists it as deps (tests/test_drivers.py checks both agree), so a code
 # change re-runs exactly the phases that run that code, under either driver.
 PHASE_CODE: dict[str, tuple[str, ...]] = {
-    "download": ("datasets/download.py",),
+    "download": ("datasets/download.py", "datasets/base.py", "datasets/releases"),  # releases: what readers read
     "prepare": ("datasets", "code"),
     "audit": ("datasets/audit.py", "datasets/prepare.py", "code"),
     "attack": ("attacks", "code"),

@@ -5,8 +5,8 @@ rule attack:
         splits=expand("data/attacked/{{dataset}}/{{attack}}/{split}.parquet", split=SPLITS),
         report="data/attacked/{dataset}/{attack}/attack.json",
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("attack"),
         attack=lambda w: json.dumps(CFG.attack_params(w.attack), sort_keys=True),
     log:

@@ -1,11 +1,13 @@
 # Shared Python for the rules: validate the config before any job, grid, wildcard constraints.
 import json
+import os
 import re
 import shlex
 import sys
 
 from csbench import launch, paths
 from csbench.config import INFERENCE_TYPES, ConfigError, RunKey, check_sources, load_config
+from csbench.models import remote_code_warnings
 
 
 def _config_files():
@@ -25,8 +27,26 @@ try:
     check_sources(CFG)
 except ConfigError as err:
     sys.exit(f"csbench: invalid config: {err}")
+for _warning in remote_code_warnings(CFG):  # said before any job runs a model's own code (README)
+    print(f"csbench: warning: {_warning}", file=sys.stderr)
 config.clear()
 config.update(CFG.raw)
+
+# One driver at a time (csbench.lock): a run holds the project lock (and DVC's repository lock) from
+# here to its end, and its jobs join it; a second driver is refused with one line naming this one.
+# Then every output of the study whose stamp does not match this config (made by another study or
+# driver) or whose files changed since they were made is removed, so this run re-makes it
+# (csbench.lineage.repair). Dry runs and the commands that run no job do neither.
+try:
+    from csbench.lineage import repair
+    from csbench.lock import ProjectLockError, hold_for_snakemake
+
+    DRIVER_HOLD = hold_for_snakemake(workflow.remote_exec or workflow.subprocess_exec)
+except ProjectLockError as err:
+    sys.exit(f"csbench: {err}")
+if DRIVER_HOLD is not None:
+    for _line in repair(CFG):
+        print(f"csbench: {_line}", file=sys.stderr)
 
 
 def _python():
@@ -40,8 +60,37 @@ def _python():
 PYTHON = _python()
 CSBENCH = f"{PYTHON} -m csbench --quiet"
 ENV = "../envs/csbench.yaml"
-CONFIG_ARGS = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
-SUMMARY_FILES = paths.SUMMARY_FILES
+
+
+def _on_command_line(path):
+    """A config file as the jobs' command line names it: relative to the project when it is inside
+    (snakemake makes every --configfile absolute), else as it is."""
+    relative = os.path.relpath(path)
+    return path if relative == ".." or relative.startswith("../") else relative
+
+
+CONFIG_ARGS = " ".join(f"--config {shlex.quote(_on_command_line(f))}" for f in CONFIG_FILES)
+
+
+def untracked(value):
+    """``value`` as a param that snakemake does not record (rerun-triggers: params): a param given as
+    a function of the job's ``input`` counts as derived from the job's files, and snakemake compares
+    only the others. For what says where a file or program is, not what a job computes: the config
+    files' paths and the interpreter's. What each job reads of the config is tracked by content
+    (``tracked``), so a moved or copied checkout re-runs nothing (issue #22 item 9), while a changed
+    setting re-runs exactly the jobs that read it."""
+
+    def value_of(wildcards, input):
+        return value
+
+    return value_of
+
+
+# The study's own folder (results/studies/<study>/, from the config's `study`): its summaries and
+# database are the default target, so each study plans its own runs and none replaces another's.
+STUDY = CFG.study
+STUDY_DIR = paths.study_dir(STUDY).as_posix()
+STUDY_SUMMARY = [f"{STUDY_DIR}/{name}" for name in paths.SUMMARY_FILES]
 STABILITY_GROUPS = CFG.stability_groups()
 SPLITS = paths.ALL_SPLITS
 RUNS = CFG.runs()

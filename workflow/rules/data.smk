@@ -1,17 +1,31 @@
+from csbench.datasets.download import config_changes
+
+RAW_ROOT = paths.raw_dir("_").parent  # data/raw
+
+
 # download fetches files (or lists a local corpus): no CPU to speak of, and on a cluster the login
 # node is often the only one with internet, so it runs where snakemake runs (local-cores), not as a job.
 localrules:
     download,
 
 
+# SHA256SUMS (the checksums of every file the reader reads) is written only when they are all present
+# and verified. It is the output, not MANIFEST.json: snakemake deletes the output of a failed or re-run
+# job, and MANIFEST.json keeps the checksums recorded on first use. raw_changes: how the files the
+# reader reads differ from what MANIFEST.json recorded ("" when they do not; a stat per file, a checksum
+# only where size or time changed): a file replaced by hand, whatever its modification time, re-runs
+# download, which stops until the change is accepted (`csbench download ... --accept-changed`); so it
+# is "" whenever download succeeds, and a later run finds nothing to do. (A file found with a new time
+# and the recorded content gets the new time noted in MANIFEST.json, so it is not measured again.)
 rule download:
     output:
-        manifest="data/raw/{dataset}/MANIFEST.json",
+        sums="data/raw/{dataset}/SHA256SUMS",
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("download"),
         dataset=lambda w: tracked("datasets", w.dataset),
+        raw_changes=lambda w: config_changes(CFG, w.dataset, RAW_ROOT),
     log:
         "logs/download/{dataset}.log",
     retries: 2
@@ -23,14 +37,14 @@ rule download:
 
 rule prepare:
     input:
-        manifest="data/raw/{dataset}/MANIFEST.json",
+        sums="data/raw/{dataset}/SHA256SUMS",
     output:
         splits=expand("data/prepared/{{dataset}}/{split}.parquet", split=SPLITS),
         card="data/prepared/{dataset}/card.json",
         card_md="data/prepared/{dataset}/card.md",
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("prepare"),
         dataset=lambda w: tracked("datasets", w.dataset),
         extraction=tracked("extraction"),
@@ -51,8 +65,8 @@ rule audit:
         card="results/datasets/{dataset}/card.json",
         card_md="results/datasets/{dataset}/card.md",
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("audit"),
     log:
         "logs/audit/{dataset}.log",

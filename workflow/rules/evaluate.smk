@@ -5,10 +5,10 @@ rule index:
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
         valid="data/attacked/{dataset}/{attack}/valid.parquet",
     output:
-        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.pkl",
+        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.json",
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("index"),
         model=lambda w: tracked("models", w.model),
         protocols=tracked("evaluation", "protocols"),
@@ -26,7 +26,7 @@ rule evaluate:
     input:
         test="data/attacked/{dataset}/{attack}/test.parquet",
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
-        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.pkl",
+        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.json",
         valid="data/attacked/{dataset}/{attack}/valid.parquet",
     output:
         metrics="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/metrics.json",
@@ -41,8 +41,8 @@ rule evaluate:
             protocol=CFG.matching_protocols,
         ),
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("evaluate"),
         model=lambda w: tracked("models", w.model),
         evaluation=tracked("evaluation"),

@@ -1,6 +1,8 @@
-# The results database, tables and figures of a study (issue #8), and what `snakemake --report` shows:
-#   snakemake --cores N --configfile <study> && snakemake --configfile <study> --report results/report.html
-# (`make run` does both). Outputs marked with report() go into the HTML report, under a category,
+# The results database, tables and figures of a study (issue #8), and what `snakemake --report` shows,
+# all in the study's folder results/studies/<study>/ (STUDY_DIR, common.smk):
+#   snakemake --cores N --configfile <study> &&
+#   snakemake --configfile <study> --report results/studies/<study>/report.html
+# (`make run` does both: scripts/snakemake.sh). Outputs marked with report() go into the HTML report, under a category,
 # with the caption in workflow/report/ (jinja: it may read the config and the file's wildcards).
 import dataclasses
 
@@ -33,12 +35,14 @@ rule aggregate:
         ],
         trainings=[f"{paths.checkpoint_dir(t.path)}/train.json" for t in CFG.trainings()],
     output:
-        summary=expand("results/{name}", name=SUMMARY_FILES),
-        stability=f"{paths.STABILITY}/index.json",
-        seed_records=[f"{paths.stability_dir(group.path)}/stability.json" for group, _ in STABILITY_GROUPS],
+        summary=STUDY_SUMMARY,
+        stability=f"{paths.stability_dir(STUDY).as_posix()}/index.json",
+        seed_records=[
+            f"{paths.stability_dir(STUDY, group.path).as_posix()}/stability.json" for group, _ in STABILITY_GROUPS
+        ],
         heatmaps=[
             report(
-                f"{paths.stability_dir(group.path)}/heatmap.png",
+                f"{paths.stability_dir(STUDY, group.path).as_posix()}/heatmap.png",
                 caption="../report/heatmap.rst",
                 category="Seed stability (COBE Fig. 5)",
                 labels=dataclasses.asdict(group),
@@ -46,29 +50,29 @@ rule aggregate:
             for group, _ in STABILITY_GROUPS
         ],
         figures=report(
-            directory(f"{paths.RESULTS}/{FIGURES_DIR}"),
+            directory(f"{STUDY_DIR}/{FIGURES_DIR}"),
             patterns=["{name}.png"],
             caption="../report/figure.rst",
             category=lambda w: FIGURE_CATEGORIES[w.name.split("/")[0]],
             labels=lambda w: dict(zip(("figure", "of"), w.name.split("/", 1))),
         ),
         tables=report(
-            directory(f"{paths.RESULTS}/{TABLES_DIR}"),
+            directory(f"{STUDY_DIR}/{TABLES_DIR}"),
             patterns=["{name}.html"],
             caption="../report/table.rst",
             category="Tables",
             labels=lambda wildcards: {"table": wildcards.name},
         ),
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("aggregate"),
         study=tracked("study"),
         stability=tracked("stability"),
         protocols=tracked("evaluation", "protocols"),
         captions={spec.name: spec.caption for spec in FIGURE_SPECS},  # workflow/report/figure.rst
     log:
-        "logs/aggregate.log",
+        f"logs/studies/{STUDY}/aggregate.log",
     conda:
         ENV
     shell:

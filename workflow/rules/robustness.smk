@@ -12,8 +12,8 @@ rule perturb:
     output:
         queries=directory("data/perturbed/{dataset}/{perturbation}"),
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("perturb"),
         seed=tracked("robustness", "seed"),
         ratios=ratios_read,
@@ -30,7 +30,7 @@ rule robust:
     input:
         test="data/attacked/{dataset}/{attack}/test.parquet",
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
-        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.pkl",
+        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.json",
         queries=expand("data/perturbed/{{dataset}}/{perturbation}", perturbation=PERTURBED),
     output:
         points=[
@@ -38,8 +38,8 @@ rule robust:
             for p, r in POINTS
         ],
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("robust"),
         protocol=tracked("robustness", "protocol"),
     threads: encoder_threads
@@ -70,8 +70,8 @@ rule robustness:
             labels={"model": "{model}", "loss": "{loss}", "seed": "{seed}", "inference": "{inference}"},
         ),
     params:
-        cli=CSBENCH,
-        configs=CONFIG_ARGS,
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("robustness"),
         robustness=tracked("robustness"),
     log:

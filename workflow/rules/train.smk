@@ -17,7 +17,7 @@ rule train:
         record="checkpoints/{dataset}/{attack}/{model}/{loss}/{seed}/train.json",
     params:
         launch=train_launch,
-        configs=CONFIG_ARGS,
+        configs=untracked(CONFIG_ARGS),
         code=paths.code_digest("train"),
         model=lambda w: tracked("models", w.model),
         training=tracked("training"),

@@ -24,7 +24,8 @@ from csbench.code.comments import remove_comments
 from csbench.code.extract import normalized_code_key
 from csbench.code.tokens import subtokens
 from csbench.datasets.base import POOL_SPLIT, SPLITS
-from csbench.datasets.prepare import RunningStats
+from csbench.datasets.local import files_line, skipped_markdown
+from csbench.datasets.prepare import RunningStats, code_layout_markdown
 
 PAIRS = (("test", "train"), ("valid", "train"), ("test", "valid"))
 
@@ -145,6 +146,8 @@ def card_markdown(name: str, card: dict, audit: dict) -> str:
     for key in ("description", "kind", "language", "languages", "source", "repo", "licence", "citation"):
         if card.get(key):
             lines.append(f"- {key}: {card[key]}")
+    if "found" in (card.get("files") or {}):  # a local corpus: what its walk found and skipped
+        lines.append(files_line(card))
     lines += [
         "",
         "| split | pairs | query tokens | code subtokens | code subtokens, comments removed |",
@@ -177,4 +180,6 @@ def card_markdown(name: str, card: dict, audit: dict) -> str:
         "Exact: identical code up to white space. Near: identical token sequence once comments are removed "
         "(string literals compared whole).",
     ]
+    lines += skipped_markdown(card)
+    lines += code_layout_markdown(card)
     return "\n".join(lines) + "\n"

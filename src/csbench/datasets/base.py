@@ -29,6 +29,25 @@ class RemoteFile:
     extract: bool = False  # a .zip / .tar.gz / .jsonl.gz to unpack into data/raw/<dataset>/
     note: str = ""
     unpacks_to: tuple[str, ...] = ()  # top-level entries the archive unpacks to, where not its own stem
+    # further pins, any of which the file may match instead of ``sha256``: "sha256:<hex>" (another
+    # published version the reader reads as well) or "git-blob:<hex>" (its git object id in a public
+    # repository, where only that is known: the blob itself was not in any readable copy)
+    pins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Need:
+    """A path a release's reader reads (``DatasetSpec.needs``), relative to data/raw/<dataset>/ or
+    absolute (a user's file given by an option). A directory ends in "/": the reader reads the files
+    in it (below it) whose names match ``pattern`` (every file where empty), and needs at least one.
+    When it is absent, download makes it present from ``sources`` (``RemoteFile.path`` of the files
+    that yield it, tried in order; empty: the RemoteFile of the same path, if any); ``derive`` says
+    how a user makes it from them where csbench cannot (a kit's own script)."""
+
+    path: str
+    sources: tuple[str, ...] = ()
+    pattern: str = ""
+    derive: str = ""
 
 
 class SkipReport:
@@ -58,6 +77,77 @@ class ReaderError(ValueError):
 Reader = Callable[[Path, dict[str, Any], SkipReport], Iterator[Record]]
 
 
+OPTION_TYPES = ("choice", "list", "file", "directory")
+
+
+@dataclass(frozen=True)
+class DatasetOption:
+    """One option a release's reader takes from ``datasets.<name>`` of the experiment config.
+
+    ``type`` is one of :data:`OPTION_TYPES`: ``choice`` (one of ``choices``), ``list`` (a non-empty
+    list of distinct ``choices``), ``file`` (a path, relative to ``data/raw/<name>/`` unless
+    absolute), ``directory`` (a path). ``default`` None means "not set" and lets the config give
+    ``null``; the config validation (:func:`csbench.config.validate_config`) checks every given
+    value with :meth:`problem` before anything runs, and the README's Datasets section documents
+    every declaration (:func:`options_markdown`)."""
+
+    name: str
+    type: str
+    help: str
+    default: Any = None
+    choices: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.type not in OPTION_TYPES:
+            raise ValueError(f"option {self.name!r}: type must be one of {', '.join(OPTION_TYPES)}, not {self.type!r}")
+        if (self.type in ("choice", "list")) != bool(self.choices):
+            raise ValueError(f"option {self.name!r}: choices are given exactly for the choice and list types")
+        if self.default is not None and self.problem(self.default) is not None:
+            raise ValueError(f"option {self.name!r}: default {self.default!r}: {self.problem(self.default)}")
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not a valid setting of this option, or None when it is."""
+        if value is None:
+            return None if self.default is None else f"must be set ({self.expects()}); omit it for the default"
+        if self.type == "choice":
+            if isinstance(value, str) and value in self.choices:
+                return None
+            return f"{value!r} is not {self.expects()}"
+        if self.type == "list":
+            if not isinstance(value, list) or not value:
+                example = f"[{self.choices[0]}]"
+                return f"expected a non-empty list of {', '.join(self.choices)} (e.g. {example}), not {value!r}"
+            bad = [item for item in value if not isinstance(item, str) or item not in self.choices]
+            if bad:
+                return f"{', '.join(map(repr, bad))} not among {', '.join(self.choices)}"
+            if len(set(value)) != len(value):
+                return f"lists an item twice ({value!r})"
+            return None
+        if not isinstance(value, str) or not value.strip():
+            return f"expected a {self.type} path, not {value!r}"
+        return None
+
+    def expects(self) -> str:
+        """The values the option takes, in words."""
+        if self.type == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.type == "list":
+            return "a list of " + ", ".join(self.choices)
+        if self.type == "file":
+            return "a file path (relative to data/raw/<dataset>/, or absolute)"
+        return "a directory path"
+
+
+def splits_option(splits: tuple[str, ...]) -> DatasetOption:
+    """The ``splits`` option of a release whose reader reads ``splits`` (``selected_splits``)."""
+    return DatasetOption(
+        "splits",
+        "list",
+        "read only these splits; runs evaluate `test`, trained models also need `train`",
+        choices=tuple(splits),
+    )
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """Declarative description of a dataset csbench can prepare."""
@@ -74,4 +164,54 @@ class DatasetSpec:
     reader: Reader | None = None
     expected_counts: dict[str, int] = field(default_factory=dict)  # records per split, where published
     setup_hint: str = ""  # how to get a missing local source
-    defaults: dict[str, object] = field(default_factory=dict)  # options params.yaml may override
+    # options params.yaml may override: a local corpus's keys (workflow/schemas/params.schema.yaml,
+    # $defs/local_source); for a release, the defaults of its declared options (filled in below)
+    defaults: dict[str, object] = field(default_factory=dict)
+    options: tuple[DatasetOption, ...] = ()  # the options a release's reader takes (typed, validated)
+    # exactly what the reader reads, from its options and what lies in data/raw/<dataset>/ (the
+    # reader's own choices, e.g. a derived file where present); None: every file of ``files``
+    needs: Callable[[dict[str, Any], Path], tuple[Need, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        names = [option.name for option in self.options]
+        if len(set(names)) != len(names):
+            raise ValueError(f"dataset {self.name!r}: an option is declared twice ({', '.join(names)})")
+        undeclared = sorted(set(self.defaults) - set(names)) if self.options else []
+        if undeclared:
+            raise ValueError(f"dataset {self.name!r}: defaults {undeclared} are not declared options")
+        if self.options:
+            object.__setattr__(self, "defaults", {o.name: o.default for o in self.options} | dict(self.defaults))
+
+    def option(self, name: str) -> DatasetOption | None:
+        """The declared option ``name``, or None."""
+        return next((option for option in self.options if option.name == name), None)
+
+
+def _default_text(option: DatasetOption) -> str:
+    if option.default is not None:
+        return f"`{option.default}`"
+    return "all" if option.type == "list" else "none"
+
+
+def options_markdown(specs: list[DatasetSpec] | tuple[DatasetSpec, ...]) -> str:
+    """The README's table of release options, one row per declaration shared by several releases
+    (``csn-go`` ... ``csn-ruby`` share theirs), generated from the specs' :class:`DatasetOption`s."""
+    rows: dict[DatasetOption, list[str]] = {}  # equal declarations (a frozen dataclass) share a row
+    for spec in specs:
+        for option in spec.options:
+            rows.setdefault(option, []).append(spec.name)
+    lines = [
+        "| datasets | option | type | values | default | what it does |",
+        "|---|---|---|---|---|---|",
+    ]
+    for option, datasets in rows.items():
+        cells = (
+            ", ".join(f"`{d}`" for d in datasets),
+            f"`{option.name}`",
+            option.type,
+            ", ".join(f"`{c}`" for c in option.choices) if option.choices else "path",
+            _default_text(option),
+            option.help,
+        )
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"

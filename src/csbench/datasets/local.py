@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import logging
 import multiprocessing
 import os
+import stat
 import sys
 import sysconfig
 import zipfile
+import zlib
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -195,30 +198,87 @@ def resolve_source(source: str) -> Path:
     return path
 
 
+# Why a file or directory of a local corpus's source was left out: the card counts and lists each kind
+# that occurs (``undecodable`` and ``unparsable`` always), and ``build_local_corpus`` logs one line.
+SKIP_KINDS: dict[str, str] = {
+    "undecodable": "not UTF-8",
+    "unparsable": "does not parse",
+    "unreadable_directory": "a directory that cannot be listed (its files are not in the corpus)",
+    "symlinked_directory": "a symbolic link to a directory, not followed (its files are not in the corpus)",
+    "unreadable_file": "a source file that cannot be read",
+    "not_a_file": "a source file name on something that is not a regular file (FIFO, socket, device)",
+    "dangling_symlink": "a symbolic link to nothing",
+    "symlink_loop": "a loop of symbolic links",
+}
+SKIP_KINDS_ALWAYS = ("undecodable", "unparsable")  # in every card, 0 included (as before issue #22)
+# Kinds where something on disk could not be read at all (the console summary is a warning then).
+READ_FAILURES = tuple(kind for kind in SKIP_KINDS if kind not in SKIP_KINDS_ALWAYS)
+
+
+@dataclass
+class SourceListing:
+    """The source files of a walk, in sorted order, and what the walk could not enter: skipped kind
+    -> paths relative to the root, and the error of each (``SKIP_KINDS``)."""
+
+    files: list[Path]
+    skipped: dict[str, list[str]]
+    errors: dict[str, str]
+
+
 def source_files(
     root: Path,
     language: str,
     exclude_dirs: list[str],
     max_files: int | None,
     include_dirs: list[str] | None = None,
-) -> list[Path]:
+) -> SourceListing:
     """Source files below ``root`` (only below its sub-directories ``include_dirs`` if given), in
-    sorted order, skipping directories named in ``exclude_dirs`` at any depth."""
+    sorted order, skipping directories named in ``exclude_dirs`` at any depth. A directory that cannot
+    be listed, and a symbolic link to a directory (not followed: no loops, no file twice), is
+    recorded in the listing's ``skipped``, never left out silently."""
     suffixes = SUFFIXES[language]
     excluded = set(exclude_dirs)
     if root.is_file():
-        return _zip_members(root, suffixes, excluded, include_dirs or [], max_files)
+        return SourceListing(_zip_members(root, suffixes, excluded, include_dirs or [], max_files), {}, {})
     starts = [root / d for d in include_dirs] if include_dirs else [root]
     missing = [str(p) for p in starts if not p.is_dir()]
     if missing:
         raise SourceError(f"include_dirs not found below {str(root)!r}: {', '.join(missing)}")
     found: list[Path] = []
+    skipped: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
+
+    def skip(kind: str, path: str | os.PathLike[str], error: str | None = None) -> None:
+        rel = _relative(Path(path), root)
+        skipped.setdefault(kind, []).append(rel)
+        if error:
+            errors[rel] = error
+
+    def unlistable(err: OSError) -> None:
+        skip("unreadable_directory", err.filename, err.strerror or str(err))
+
     for start in starts:
-        for dirpath, dirnames, filenames in os.walk(start):
-            dirnames[:] = sorted(d for d in dirnames if d not in excluded)
+        for dirpath, dirnames, filenames in os.walk(start, onerror=unlistable):
+            kept = []
+            for name in sorted(d for d in dirnames if d not in excluded):
+                path = os.path.join(dirpath, name)
+                if os.path.islink(path):
+                    skip("symlinked_directory", path, f"-> {os.readlink(path)}")
+                else:
+                    kept.append(name)
+            dirnames[:] = kept
             found.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(suffixes))
     found.sort()
-    return found[:max_files] if max_files else found
+    for paths in skipped.values():
+        paths.sort()
+    return SourceListing(found[:max_files] if max_files else found, skipped, errors)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def _zip_members(
@@ -246,11 +306,33 @@ def _open_zip(archive: Path, pid: int) -> zipfile.ZipFile:
     return zipfile.ZipFile(archive)
 
 
+class NotRegularFileError(OSError):
+    """A source file name on a FIFO, socket or device: reading it could block forever."""
+
+
 def read_source(file: Path, root: Path) -> bytes:
-    """Bytes of a source file, or of a member when ``root`` is a zip archive."""
+    """Bytes of a source file, or of a member when ``root`` is a zip archive. Raises OSError when the
+    file cannot be read (``NotRegularFileError`` for a FIFO, socket or device, never read)."""
     if root.is_file():
         return _open_zip(root, os.getpid()).read(file.relative_to(root).as_posix())
+    mode = os.stat(file).st_mode  # follows links: a dangling one or a loop raises here
+    if not stat.S_ISREG(mode):
+        raise NotRegularFileError(errno.EINVAL, "not a regular file", str(file))
     return file.read_bytes()
+
+
+def _read_failure(file: Path, err: Exception) -> tuple[str, str]:
+    """(skip kind, error message) of a source file that could not be read."""
+    if isinstance(err, NotRegularFileError):
+        return "not_a_file", err.strerror or "not a regular file"
+    if isinstance(err, OSError):
+        message = err.strerror or str(err)
+        if err.errno == errno.ELOOP:
+            return "symlink_loop", message
+        if err.errno == errno.ENOENT and os.path.islink(file):
+            return "dangling_symlink", f"-> {os.readlink(file)}"
+        return "unreadable_file", message
+    return "unreadable_file", f"{type(err).__name__}: {err}"  # a damaged zip member
 
 
 def split_of(path: str, settings: SplitSettings) -> str:
@@ -278,15 +360,20 @@ def source_identity(root: Path, source: str) -> tuple[str, str]:
 @dataclass(frozen=True)
 class _FileResult:
     rel: str
-    status: str  # "ok", "undecodable", "unparsable"
+    status: str  # "ok", or the kind of skip (SKIP_KINDS)
     digest: bytes
     functions: tuple[tuple[Function, str | None, str], ...] = ()  # (function, rejection, dedup key)
+    error: str = ""  # why the file could not be read
 
 
 def _extract_file(job: tuple[Path, Path, str, str, FilterSettings]) -> _FileResult:
     """Extract and filter the documented functions of one file (runs in a worker process)."""
     file, root, rel, language, filters = job
-    data = read_source(file, root)
+    try:
+        data = read_source(file, root)
+    except (OSError, zipfile.BadZipFile, zlib.error) as err:
+        kind, message = _read_failure(file, err)
+        return _FileResult(rel, kind, hashlib.sha256(rel.encode() + b"\0" + kind.encode()).digest(), error=message)
     digest = hashlib.sha256(rel.encode() + b"\0" + data).digest()
     try:
         text = data.decode("utf-8")
@@ -334,17 +421,20 @@ def build_local_corpus(
     """
     language = options["language"]
     root = resolve_source(options["source"])
-    files = source_files(
+    listing = source_files(
         root,
         language,
         list(options.get("exclude_dirs") or []),
         options.get("max_files"),
         list(options.get("include_dirs") or []),
     )
+    files = listing.files
     if not files:
-        raise SourceError(f"no {language} files found below {str(root)!r}")
+        unread = "".join(f"; {len(v)} {k.replace('_', ' ')}(s) skipped" for k, v in listing.skipped.items())
+        raise SourceError(f"no {language} files found below {str(root)!r}{unread}")
     repo, url_prefix = source_identity(root, options["source"])
-    skipped: dict[str, list[str]] = {"undecodable": [], "unparsable": []}
+    skipped: dict[str, list[str]] = {"undecodable": [], "unparsable": [], **listing.skipped}
+    errors = dict(listing.errors)
     counts: Counter[str] = Counter()
     rows = []
     seen_keys: set[str] = set()
@@ -353,7 +443,9 @@ def build_local_corpus(
     for result in _map_files(jobs, workers, f"extract {name}", progress):
         content.update(result.digest)
         if result.status != "ok":
-            skipped[result.status].append(result.rel)
+            skipped.setdefault(result.status, []).append(result.rel)
+            if result.error:
+                errors[result.rel] = result.error
             continue
         split = split_of(result.rel, splits)
         for fn, reason, key in result.functions:
@@ -380,6 +472,8 @@ def build_local_corpus(
                 }
             )
     frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    # every kind in SKIP_KINDS order; the two of every corpus always, the others where they occur
+    skipped = {k: skipped[k] for k in SKIP_KINDS if k in skipped and (skipped[k] or k in SKIP_KINDS_ALWAYS)}
     card = {
         "name": name,
         "kind": LOCAL_SOURCE_KIND,
@@ -392,6 +486,9 @@ def build_local_corpus(
         "extraction": dict(sorted(counts.items())),
         "splits": split_statistics(frame),
     }
+    if errors:
+        card["skip_errors"] = {rel: errors[rel] for kind in skipped for rel in skipped[kind] if rel in errors}
+    log_skipped(name, card)
     if options["source"] == SITE_PACKAGES:
         card["package_versions"] = {d: _distribution_version(d) for d in options.get("include_dirs") or []}
     return frame, card
@@ -426,6 +523,56 @@ def split_statistics(frame: pd.DataFrame) -> dict[str, dict]:
     return stats
 
 
+def skipped_summary(card: dict, examples: int = 2) -> str:
+    """One line: how many files a local corpus's walk found and what it skipped, by kind, with the
+    first paths of each (and why they could not be read); "" when nothing was skipped."""
+    skipped = {kind: paths for kind, paths in (card.get("skipped_files") or {}).items() if paths}
+    if not skipped:
+        return ""
+    errors = card.get("skip_errors") or {}
+    parts = []
+    for kind, paths in skipped.items():
+        shown = ", ".join(f"{p} ({errors[p]})" if p in errors else p for p in paths[:examples])
+        more = f", and {len(paths) - examples} more" if len(paths) > examples else ""
+        parts.append(f"{len(paths)} {kind.replace('_', ' ')}: {shown}{more}")
+    total = sum(len(paths) for paths in skipped.values())
+    return f"{card['files']['found']} source files found, {total} skipped: " + "; ".join(parts)
+
+
+def log_skipped(name: str, card: dict) -> None:
+    """The console's one line about what a local corpus skipped: a warning when something on disk
+    could not be read (it is missing from the corpus), else information."""
+    line = skipped_summary(card)
+    if line:
+        unread = any(card["skipped_files"].get(kind) for kind in READ_FAILURES)
+        log.log(logging.WARNING if unread else logging.INFO, "%s: %s (listed in the dataset card)", name, line)
+
+
+def skipped_markdown(card: dict, limit: int = 50) -> list[str]:
+    """The card's lines about skipped files (each led by a blank line): per kind, the first ``limit``
+    paths, each with its error where it could not be read, and what the kinds that occur mean when
+    something could not be read; nothing when no file was skipped."""
+    errors = card.get("skip_errors") or {}
+    lines = []
+    skipped = {kind: files for kind, files in (card.get("skipped_files") or {}).items() if files}
+    for kind, files in skipped.items():
+        shown = ", ".join(f"`{f}` ({errors[f]})" if f in errors else f"`{f}`" for f in files[:limit])
+        lines += ["", f"Skipped ({kind}): {shown}"]
+        if len(files) > limit:
+            lines[-1] += f" and {len(files) - limit} more"
+    unread = [f"{kind}: {SKIP_KINDS[kind]}" for kind in skipped if kind in READ_FAILURES]
+    if unread:
+        lines += ["", "Not read: " + "; ".join(unread) + "."]
+    return lines
+
+
+def files_line(card: dict) -> str:
+    """The card's line about the files of a local corpus: found, and skipped per kind."""
+    files = card["files"]
+    skipped = "".join(f", {n} skipped as {kind.replace('_', ' ')}" for kind, n in files.items() if kind != "found")
+    return f"- files: {files['found']} found{skipped}"
+
+
 def card_markdown(card: dict) -> str:
     """A human-readable dataset card."""
     lines = [
@@ -433,8 +580,7 @@ def card_markdown(card: dict) -> str:
         "",
         f"- kind: {card['kind']}; language: {card['language']}",
         f"- source: `{card['source']}` (repo `{card['repo']}`, content SHA-256 `{card['source_sha256'][:16]}…`)",
-        f"- files: {card['files']['found']} found, {card['files']['undecodable']} skipped as undecodable, "
-        f"{card['files']['unparsable']} skipped as unparsable",
+        files_line(card),
         "",
         "| split | pairs | query tokens (mean ± std) | code subtokens (mean ± std) |",
         "|---|---:|---:|---:|",
@@ -444,9 +590,5 @@ def card_markdown(card: dict) -> str:
         lines.append(f"| {split} | {s['pairs']} | {q['mean']} ± {q['std']} | {c['mean']} ± {c['std']} |")
     lines += ["", "Extraction (CodeSearchNet filters):", ""]
     lines += [f"- {key}: {value}" for key, value in card["extraction"].items()]
-    for kind, files in card["skipped_files"].items():
-        if files:
-            lines += ["", f"Skipped ({kind}): " + ", ".join(f"`{f}`" for f in files[:50])]
-            if len(files) > 50:
-                lines[-1] += f" and {len(files) - 50} more"
+    lines += skipped_markdown(card)
     return "\n".join(lines) + "\n"

@@ -11,7 +11,9 @@ Families:
   evaluated under ``gecs-100`` (100 candidates per query) and ``matching`` only.
 - ``hf``: Hugging Face bi-encoders (``csbench.models.hf``): evaluated zero-shot as released and/or
   fine-tuned. A config may add any other Hugging Face or sentence-transformers id as a model of this
-  family (``models: {my-model: {family: hf, model_id: org/name}}``).
+  family (``models: {my-model: {family: hf, model_id: org/name}}``). ``trust_remote_code: true``
+  lets transformers run the Python code the model's repository ships: :func:`remote_code_warnings`
+  names every such model of a study (``csbench validate`` and the Snakefile print them).
 
 The registry imports no torch: the parameters of the neural families are read on first use, so
 ``snakemake -n`` and ``csbench validate`` stay fast.
@@ -21,13 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from csbench.models.bm25 import BM25Retriever
 from csbench.registry import Registry
+
+if TYPE_CHECKING:
+    from csbench.config import Config
 
 
 class Retriever(Protocol):
@@ -48,10 +53,20 @@ class ModelSpec:
     trainable: bool  # can be trained / fine-tuned on a dataset's train split
     defaults_fn: Callable[[], dict[str, Any]]
     factory: Callable[[dict[str, Any]], Retriever] | None = None  # lexical models: params -> Retriever
+    # JSON-schema keywords per parameter beyond its default's type (ranges, values; csbench.params):
+    # csbench.config checks models.<name> against the schema derived from both (bm25's ranges are in
+    # workflow/schemas/params.schema.yaml)
+    params_fn: Callable[[], dict[str, dict[str, Any]]] = dict
 
     @property
     def defaults(self) -> dict[str, Any]:
         return dict(self.defaults_fn())
+
+    @property
+    def params(self) -> dict[str, dict[str, Any]]:
+        """The declared keywords of the parameters this model has (``family`` excluded)."""
+        defaults = self.defaults
+        return {k: dict(v) for k, v in self.params_fn().items() if k in defaults}
 
     @property
     def trained(self) -> bool:  # kept for callers that ask whether runs need a training
@@ -84,6 +99,17 @@ def _cross_defaults(name: str) -> Callable[[], dict[str, Any]]:
         return {"family": "cross", **CROSS_DEFAULTS, **own}
 
     return defaults
+
+
+def declared_params(family: str) -> Callable[[], dict[str, dict[str, Any]]]:
+    """The declared parameter keywords of a neural family (``csbench.models.defaults``), read on use."""
+
+    def params() -> dict[str, dict[str, Any]]:
+        from csbench.models import defaults
+
+        return {"csn": defaults.CSN_PARAMS, "hf": defaults.HF_PARAMS, "cross": defaults.CROSS_PARAMS}[family]
+
+    return params
 
 
 def hf_custom_defaults() -> dict[str, Any]:
@@ -121,6 +147,7 @@ for _name, _what in [
             zero_shot=False,
             trainable=True,
             defaults_fn=_csn_defaults(_name),
+            params_fn=declared_params("csn"),
         ),
     )
 for _name, _what in [
@@ -141,6 +168,7 @@ for _name, _what in [
             zero_shot=True,
             trainable=True,
             defaults_fn=_hf_defaults(_name),
+            params_fn=declared_params("hf"),
         ),
     )
 for _name, _what in [
@@ -158,5 +186,27 @@ for _name, _what in [
             zero_shot=False,
             trainable=True,
             defaults_fn=_cross_defaults(_name.removesuffix("-cross")),
+            params_fn=declared_params("cross"),
         ),
     )
+
+
+def remote_code_warning(name: str, params: dict[str, Any]) -> str | None:
+    """What ``trust_remote_code: true`` means for model ``name``, or None when it is not set."""
+    if params.get("trust_remote_code") is not True:
+        return None
+    source = params.get("model_id") or name
+    return (
+        f"models.{name}: trust_remote_code is true: loading {source!r} runs the Python code that its Hugging "
+        "Face repository (or folder) ships, inside every csbench job that loads the model (index, train, "
+        "evaluate, robust), with your permissions; keep it only for code you have read and trust "
+        '(README, "Custom Hugging Face models")'
+    )
+
+
+def remote_code_warnings(config: Config) -> list[str]:
+    """One warning per model of the study's runs (zero-shot or trained) whose parameters set
+    ``trust_remote_code``: a user's choice, stated up front before any job runs that code."""
+    used = dict.fromkeys(run.model for run in config.runs())
+    found = (remote_code_warning(name, config.model_params(name)) for name in used)
+    return [warning for warning in found if warning is not None]

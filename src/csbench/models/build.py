@@ -18,6 +18,11 @@ def _own(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in ("family", "training")}
 
 
+def _remote_code(params: dict[str, Any]) -> bool:
+    """Whether the config lets this model's own code run (``trust_remote_code``; README)."""
+    return params.get("trust_remote_code") is True
+
+
 def pretrained_encoder(params: dict[str, Any]):
     """A Hugging Face bi-encoder as released (weights from the hub, a local folder or a package)."""
     from csbench.models.hf import HFBiEncoder
@@ -43,6 +48,27 @@ def new_encoder(spec: ModelSpec, params: dict[str, Any], train: pd.DataFrame, se
     raise ValueError(f"model {spec.name!r} ({spec.family}) is not trainable")
 
 
+def model_loader(spec: ModelSpec, params: dict[str, Any], checkpoint: Path | None = None) -> Callable[[], Any] | None:
+    """What (re)builds a run's model when it is first needed: the trained ``checkpoint`` (``best/``),
+    or the pretrained encoder for a zero-shot run; None for a lexical model (nothing to load). A run's
+    saved index is read back with this loader, made from the config, never from the index."""
+    if spec.family == "lexical":
+        return None
+    if spec.family == "cross":
+        from csbench.models.cross import CrossEncoder
+
+        if checkpoint is None:
+            raise ValueError(f"cross-encoder {spec.name!r} has no zero-shot head: its runs need a checkpoint")
+        return functools.partial(CrossEncoder.load, checkpoint, allow_remote_code=_remote_code(params))
+    from csbench.models.encoder import load_encoder
+
+    if checkpoint is not None:
+        return functools.partial(load_encoder, checkpoint, allow_remote_code=_remote_code(params))
+    if spec.zero_shot:
+        return functools.partial(pretrained_encoder, params)
+    raise ValueError(f"model {spec.name!r} is trained from scratch: its runs need a checkpoint")
+
+
 def retriever_factory(
     spec: ModelSpec, params: dict[str, Any], checkpoint: Path | None = None, batch_size: int = 128
 ) -> Callable[[], Retriever]:
@@ -50,21 +76,13 @@ def retriever_factory(
     trained ``checkpoint`` (``best/``), or over the pretrained encoder for a zero-shot run."""
     if spec.family == "lexical":
         return functools.partial(spec.factory, _own(params))
+    loader = model_loader(spec, params, checkpoint)
     if spec.family == "cross":
-        from csbench.models.cross import CrossEncoder, CrossRetriever
+        from csbench.models.cross import CrossRetriever
 
-        if checkpoint is None:
-            raise ValueError(f"cross-encoder {spec.name!r} has no zero-shot head: its runs need a checkpoint")
-        load = functools.partial(CrossEncoder.load, checkpoint)
-        return functools.partial(CrossRetriever, load, batch_size)
-    from csbench.models.encoder import DenseRetriever, load_encoder
+        return functools.partial(CrossRetriever, loader, batch_size)
+    from csbench.models.encoder import DenseRetriever
 
-    if checkpoint is not None:
-        loader = functools.partial(load_encoder, checkpoint)
-    elif spec.zero_shot:
-        loader = functools.partial(pretrained_encoder, params)
-    else:
-        raise ValueError(f"model {spec.name!r} is trained from scratch: its runs need a checkpoint")
     encoder = loader()  # one load, shared by the pools of a run
 
     def factory() -> Retriever:

@@ -33,18 +33,18 @@ Checkpoint (a directory written atomically by :meth:`CrossEncoder.save`; no pick
     cross.json          {"kind": "cross", "format": 1, "params": {...}}
     model/              save_pretrained of the network (model.safetensors, config.json) and of the tokenizer
     head.safetensors    the classifier head of ``codet5p-embedding`` (the other kinds keep it in model/)
+    SHA256SUMS          the digest of every other file, checked by :meth:`CrossEncoder.load` before it
+                        reads anything (byte-reproducible, as an encoder checkpoint: csbench.models.encoder)
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -55,8 +55,21 @@ from tqdm import tqdm
 
 from csbench.evaluate.metrics import rank_of_correct
 from csbench.models.defaults import CROSS_DEFAULTS, CROSS_MODELS
-from csbench.models.encoder import Features, length_sorted_batches
-from csbench.models.hf import _not_available, codet5p_embedding_class, codet5p_embedding_config, resolve_model_id
+from csbench.models.encoder import (
+    Features,
+    check_remote_code,
+    length_sorted_batches,
+    seal_checkpoint,
+    verify_checkpoint,
+)
+from csbench.models.hf import (
+    _not_available,
+    codet5p_embedding_class,
+    codet5p_embedding_config,
+    resolve_model_id,
+    warn_remote_code,
+)
+from csbench.models.integrity import VerifiedDir, new_dir_beside
 
 CROSS_FILE = "cross.json"
 MODEL_DIR = "model"
@@ -336,10 +349,10 @@ class CrossEncoder(nn.Module):
         return json.loads(json.dumps(self.params))
 
     def save(self, directory: str | Path) -> Path:
-        """Write the checkpoint to ``directory`` atomically (beside it, then renamed into place)."""
+        """Write the checkpoint to ``directory`` atomically (beside it, sealed with its ``SHA256SUMS``
+        and byte-reproducible safetensors by :func:`seal_checkpoint`, then renamed into place)."""
         directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+        tmp = new_dir_beside(directory)
         try:
             self.network.save_pretrained(tmp / MODEL_DIR)
             self.tokenizer.save_pretrained(tmp / MODEL_DIR)
@@ -348,23 +361,27 @@ class CrossEncoder(nn.Module):
                 save_file(state, str(tmp / HEAD_FILE))
             meta = {"kind": self.kind, "format": FORMAT_VERSION, "params": self.config()}
             (tmp / CROSS_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")  # last: complete
-            _replace_dir(tmp, directory)
+            seal_checkpoint(tmp, directory)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return directory
 
     @classmethod
-    def load(cls, directory: str | Path) -> CrossEncoder:
-        """The cross-encoder :meth:`save` wrote to ``directory``."""
+    def load(cls, directory: str | Path, allow_remote_code: bool = False) -> CrossEncoder:
+        """The cross-encoder :meth:`save` wrote to ``directory``, its files checked against its
+        ``SHA256SUMS`` first; its ``trust_remote_code`` is honoured only with ``allow_remote_code``
+        (the config's choice for the model)."""
         directory = Path(directory)
         meta_path = directory / CROSS_FILE
         if not meta_path.is_file():
             raise FileNotFoundError(f"{directory} is not a csbench cross-encoder checkpoint (no {CROSS_FILE})")
+        verify_checkpoint(directory)
         meta = json.loads(meta_path.read_text())
         if meta.get("kind") != cls.kind or meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"{meta_path}: kind {meta.get('kind')!r} format {meta.get('format')!r}, expected cross 1")
         p = resolve_cross_params(meta["params"])
+        check_remote_code(directory, p, allow_remote_code)
         network, tokenizer, head = _load_network(directory / MODEL_DIR, p, fresh_head=False)
         if head is not None:
             head.load_state_dict(load_file(str(directory / HEAD_FILE)))
@@ -375,6 +392,7 @@ def _load_network(source: str | Path, p: dict[str, Any], fresh_head: bool) -> tu
     """(network, tokenizer, head or None) from a hub id or folder; ``fresh_head``: a new random head."""
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+    warn_remote_code(source, p)
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=p["trust_remote_code"])
     if p["architecture_kind"] == "codet5p-embedding":
         config = codet5p_embedding_config(source)
@@ -384,19 +402,6 @@ def _load_network(source: str | Path, p: dict[str, Any], fresh_head: bool) -> tu
     if fresh_head:  # the pretrained checkpoint's config, set to GeCS's two labels
         kwargs["config"] = _label_config(AutoConfig.from_pretrained(source, trust_remote_code=p["trust_remote_code"]))
     return AutoModelForSequenceClassification.from_pretrained(source, **kwargs), tokenizer, None
-
-
-def _replace_dir(tmp: Path, directory: Path) -> None:
-    """Move the complete ``tmp`` to ``directory``, replacing an older one without a moment of absence
-    of a complete checkpoint (the old one is renamed aside first, then removed)."""
-    if directory.exists():
-        old = directory.with_name(f".{directory.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(directory, old)
-        os.replace(tmp, directory)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, directory)
 
 
 # --------------------------------------------------------------------------------------------- evaluation
@@ -447,9 +452,11 @@ class CrossRetriever:
     pool (that would be one forward pass per query x code), so the runner asks it only for the
     candidate pairs of ``gecs-100`` and the pairs of ``matching``, which its head decides.
 
-    ``loader`` rebuilds the model from its checkpoint: a pickled retriever (the run's index file)
-    keeps the pool's codes and the loader, never the weights."""
+    ``loader`` rebuilds the model from its checkpoint: the run's index keeps the pool's codes (JSON,
+    :meth:`index_state`), never the weights; a retriever read back from it gets its loader from the
+    config (:meth:`from_index_state`)."""
 
+    INDEX_TYPE: ClassVar[str] = "cross"
     decides_matches = True  # matching uses the head (score > 0), not a threshold chosen on validation
 
     def __init__(self, loader: Callable[[], CrossEncoder], batch_size: int = 64, progress: bool = False) -> None:
@@ -474,7 +481,23 @@ class CrossRetriever:
         pair_codes = [self.codes[int(c)] for c in code_index]
         return self.model.score_pairs(pair_queries, pair_codes, self.batch_size, progress=self.progress)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_model"] = None
-        return state
+    def index_state(self, directory: Path, name: str) -> dict[str, Any]:
+        """Write the indexed codes to ``directory/<name>.codes.json``; return the rest of the state."""
+        file = f"{name}.codes.json"
+        (directory / file).write_text(json.dumps(self.codes, ensure_ascii=False), encoding="utf-8")
+        return {"type": self.INDEX_TYPE, "codes": file, "batch_size": self.batch_size}
+
+    @classmethod
+    def from_index_state(
+        cls, state: dict[str, Any], files: VerifiedDir, loader: Callable[[], CrossEncoder] | None
+    ) -> CrossRetriever:
+        """The retriever :meth:`index_state` saved (its codes from the index's verified ``files``); the
+        model is rebuilt by ``loader`` on first use."""
+        if loader is None:
+            raise ValueError("a cross-encoder index needs the loader of its model")
+        retriever = cls(loader, batch_size=int(state["batch_size"]))
+        codes = files.json(state["codes"])
+        if not isinstance(codes, list) or not all(isinstance(code, str) for code in codes):
+            raise ValueError(f"{state['codes']}: expected a list of code strings")
+        retriever.codes = codes
+        return retriever

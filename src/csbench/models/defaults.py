@@ -3,6 +3,12 @@
 Kept apart from the model modules (which import torch) so that validating a config, which every
 pipeline job does, never imports torch just to learn which parameters a model takes (some 3 s a
 job). The model modules import these names from here.
+
+Each family's ``*_PARAMS`` declares, per parameter, the JSON-schema keywords its default does not
+imply (ranges, allowed values, the type of a ``None`` default): ``csbench validate`` checks
+``models.<name>`` against the schema ``csbench.params`` derives from the defaults and these, so a
+value the model would refuse in its train or evaluate job is refused before any job runs.
+tests/test_config_types.py keeps the allowed values equal to the model modules' own.
 """
 
 from __future__ import annotations
@@ -49,6 +55,30 @@ CSN_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 
+_POSITIVE = {"minimum": 1}
+_DROPOUT = {"minimum": 0, "exclusiveMaximum": 1}
+_SIMILARITY = {"enum": ["dot", "cosine"]}
+
+# Declared ranges and values of the baselines' parameters (each architecture takes those it has).
+CSN_PARAMS: dict[str, dict[str, Any]] = {
+    "architecture": {"enum": ["nbow", "cnn", "birnn", "selfatt"]},
+    "dim": {**_POSITIVE, "description": "joint embedding size (birnn: even; selfatt: a multiple of selfatt_heads)"},
+    "pooling": {"enum": ["mean", "max", "attention"]},
+    "dropout": _DROPOUT,
+    "max_query_len": _POSITIVE,
+    "max_code_len": _POSITIVE,
+    "similarity": _SIMILARITY,
+    "query_vocab_size": _POSITIVE,
+    "query_min_count": {"minimum": 0},
+    "code_vocab_size": _POSITIVE,
+    "code_min_count": {"minimum": 0},
+    "cnn_kernel_widths": {"items": {"type": "integer", "minimum": 1}, "minItems": 1},
+    "rnn_layers": _POSITIVE,
+    "selfatt_layers": _POSITIVE,
+    "selfatt_heads": _POSITIVE,
+    "selfatt_ff_dim": _POSITIVE,
+}
+
 # CodeSearchNet's training regime per architecture (src/models/*_model.py), for the training loop:
 # Adam, learning rate decayed by 0.98 per epoch, gradients clipped to norm 1, patience 5 epochs.
 # Not model parameters, so not accepted by CSNEncoder.
@@ -72,6 +102,22 @@ HF_DEFAULTS: dict[str, Any] = {
     "trust_remote_code": False,
     "prefix_tokens": [],  # tokens right after the first special token (UniXcoder's mode: <encoder-only> </s>)
     "data_flow_len": 64,  # graphcodebert: DFG nodes at most (run.py's data_flow_length)
+}
+
+_MODEL_ID = {"type": ["string", "null"], "minLength": 1, "description": "hub id or local folder"}
+_ENCODER_LEN = {"minimum": 1, "maximum": 512}
+
+# Declared types, ranges and values of the bi-encoders' parameters.
+HF_PARAMS: dict[str, dict[str, Any]] = {
+    "model_id": _MODEL_ID,
+    "pooling": {"enum": ["cls", "pooler", "mean"]},
+    "projection_dim": {"type": ["integer", "null"], "minimum": 1},
+    "similarity": _SIMILARITY,
+    "max_query_len": _ENCODER_LEN,
+    "max_code_len": _ENCODER_LEN,
+    "architecture_kind": {"enum": ["encoder", "t5-encoder", "graphcodebert", "codet5p-embedding"]},
+    "prefix_tokens": {"items": {"type": "string", "minLength": 1}},
+    "data_flow_len": _POSITIVE,
 }
 
 # The registered models: name -> the parameters that differ from HF_DEFAULTS (sources in the module docstring).
@@ -118,6 +164,15 @@ CROSS_DEFAULTS: dict[str, Any] = {
     "max_query_len": 50,  # GeCS (experiments/utils.py): tokens_comment[:50]; None: no separate cap
     "classifier_dropout": 0.1,  # codet5p-embedding's head (GeCS's ClassificationHead default)
     "trust_remote_code": False,
+}
+
+# Declared types, ranges and values of the cross-encoders' parameters.
+CROSS_PARAMS: dict[str, dict[str, Any]] = {
+    "model_id": _MODEL_ID,
+    "architecture_kind": {"enum": ["sequence-classification", "codet5p-embedding"]},
+    "max_len": {"minimum": 4, "maximum": 512},
+    "max_query_len": {"type": ["integer", "null"], "minimum": 1},
+    "classifier_dropout": _DROPOUT,
 }
 
 # GeCS's fine-tuned models (Appendix A.1, Table 4): their parameters and, under ``training``, their

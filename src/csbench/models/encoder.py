@@ -10,15 +10,21 @@ Checkpoint layout (a directory, no pickle anywhere)::
     encoder.json        {"kind": <family>, "format": 1, "params": {...}}  what ``load_encoder`` reads
     model.safetensors   the weights (Hugging Face families keep their own save_pretrained files too)
     ...                 tokenizer / vocabulary files of the family
+    SHA256SUMS          the digest of every other file (:mod:`csbench.models.integrity`), checked by
+                        ``load_encoder`` before it reads anything
+
+A checkpoint is byte-reproducible: the same training writes the same bytes (the safetensors
+metadata, which the safetensors library writes in a random key order, is rewritten sorted by
+:func:`canonical_safetensors`), with the modes of any other output (0755 / 0644 under umask 022,
+not ``mkdtemp``'s 0700), so DVC hashes two equal trainings the same.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 import shutil
-import tempfile
+import struct
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -31,6 +37,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from csbench.models.integrity import VerifiedDir, new_dir_beside, publish_dir, verify_dir
 from csbench.registry import Registry
 
 Features = dict[str, Tensor]
@@ -104,36 +111,98 @@ def register_kind(cls: type[BiEncoder]) -> type[BiEncoder]:
 
 
 def save_encoder(encoder: BiEncoder, directory: str | Path) -> Path:
-    """Save ``encoder`` to ``directory`` atomically: written beside it, then renamed into place."""
+    """Save ``encoder`` to ``directory`` atomically: written beside it, sealed (:func:`seal_checkpoint`),
+    then renamed into place."""
     directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    tmp = new_dir_beside(directory)
     try:
         encoder.save(tmp)
         meta = {"kind": encoder.kind, "format": FORMAT_VERSION, "params": encoder.config()}
         (tmp / ENCODER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old")
-            os.replace(directory, old)
-            os.replace(tmp, directory)
-            _rmtree(old)
-        else:
-            os.replace(tmp, directory)
+        seal_checkpoint(tmp, directory)
     except BaseException:
         _rmtree(tmp)
         raise
     return directory
 
 
-def load_encoder(directory: str | Path) -> BiEncoder:
-    """Load an encoder saved by :func:`save_encoder` (its family is read from ``encoder.json``)."""
+def seal_checkpoint(tmp: Path, directory: Path) -> str:
+    """Make the checkpoint built in ``tmp`` byte-reproducible (sorted safetensors metadata), write
+    its ``SHA256SUMS`` and move it to ``directory`` with the usual modes; return the sums' digest."""
+    for weights in sorted(Path(tmp).rglob("*.safetensors")):
+        canonical_safetensors(weights)
+    return publish_dir(tmp, directory)
+
+
+def checkpoint_remake_hint(directory: Path) -> str:
+    """How to re-make a checkpoint whose files do not match its ``SHA256SUMS``."""
+    return (
+        f"delete {directory} and train again (`csbench train` for its run, or let snakemake / dvc repro "
+        "re-run the train job); a checkpoint from a DVC remote: `make pull` again"
+    )
+
+
+def verify_checkpoint(directory: Path) -> None:
+    """Refuse a checkpoint whose files are not exactly those its ``SHA256SUMS`` lists."""
+    verify_dir(directory, checkpoint_remake_hint(directory))
+
+
+def canonical_safetensors(path: Path) -> bool:
+    """Rewrite the header of a safetensors file with its ``__metadata__`` keys sorted (the library
+    keeps them in a hash map, so their order changes from one process to the next and equal weights
+    give different bytes). Tensors and their offsets are left as written. True if it was rewritten."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        (size,) = struct.unpack("<Q", handle.read(8))
+        raw = handle.read(size)
+    header = json.loads(raw)
+    metadata = header.get("__metadata__")
+    if not metadata:
+        return False
+    ordered = {"__metadata__": dict(sorted(metadata.items()))}
+    ordered.update((key, value) for key, value in header.items() if key != "__metadata__")
+    text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the library aligns the data to 8 bytes
+    if text == raw:
+        return False
+    if len(text) == size:  # the same keys in another order: overwrite the header in place
+        with open(path, "r+b") as handle:
+            handle.seek(8)
+            handle.write(text)
+        return True
+    rewritten = path.with_name(f".{path.name}.tmp")
+    with open(path, "rb") as source, open(rewritten, "wb") as target:
+        source.seek(8 + size)
+        target.write(struct.pack("<Q", len(text)) + text)
+        shutil.copyfileobj(source, target, 1 << 20)
+    rewritten.replace(path)
+    return True
+
+
+def check_remote_code(directory: Path, saved: dict[str, Any], allowed: bool) -> None:
+    """Refuse a checkpoint whose own parameters set ``trust_remote_code`` when the config does not:
+    the config decides whether a model's code may run, never a file that came with the checkpoint."""
+    if saved.get("trust_remote_code") and not allowed:
+        raise ValueError(
+            f"{directory}: the checkpoint sets trust_remote_code (it would run the code in its folder) but "
+            "the config's parameters of this model do not: refused; set trust_remote_code: true for the "
+            "model in the config only if you trust that code"
+        )
+
+
+def load_encoder(directory: str | Path, allow_remote_code: bool = False) -> BiEncoder:
+    """Load an encoder saved by :func:`save_encoder` (its family is read from ``encoder.json``), once
+    its files have been checked against its ``SHA256SUMS``. ``allow_remote_code``: the config's
+    ``trust_remote_code`` for the model; a checkpoint that sets it without that is refused."""
     directory = Path(directory)
     meta_path = directory / ENCODER_FILE
     if not meta_path.is_file():
         raise FileNotFoundError(f"{directory} is not a csbench encoder checkpoint (no {ENCODER_FILE})")
+    verify_checkpoint(directory)
     meta = json.loads(meta_path.read_text())
     if meta.get("format") != FORMAT_VERSION:
         raise ValueError(f"{meta_path}: checkpoint format {meta.get('format')!r}, expected {FORMAT_VERSION}")
+    check_remote_code(directory, meta.get("params") or {}, allow_remote_code)
     kind = meta["kind"]
     if kind not in ENCODER_KINDS and kind in _KIND_MODULES:
         importlib.import_module(_KIND_MODULES[kind])  # registers the family
@@ -225,9 +294,12 @@ class DenseRetriever:
     by ``index``; each query is encoded and scored against them.
 
     ``loader`` rebuilds the encoder (``functools.partial(load_encoder, checkpoint)`` for a trained
-    model, a ``from_pretrained`` call for a zero-shot one). A pickled retriever (the run's index file)
-    keeps the code vectors and the loader, never the network's weights: it is rebuilt from its
-    checkpoint (safetensors) the first time a query is encoded."""
+    model, a ``from_pretrained`` call for a zero-shot one). The run's index keeps the code vectors
+    (:meth:`index_state`: a ``.npy`` array), never the network: a retriever read back from it
+    (:meth:`from_index_state`) gets its loader from the config, and the encoder is rebuilt the first
+    time a query is encoded."""
+
+    INDEX_TYPE: ClassVar[str] = "dense"
 
     def __init__(
         self,
@@ -302,13 +374,38 @@ class DenseRetriever:
         vector = cached if cached is not None else self.query_vectors([query])[0]
         return (self._codes @ vector).astype(np.float64)
 
-    def __getstate__(self) -> dict[str, Any]:
-        if self.loader is None:
-            raise TypeError("a DenseRetriever without a loader cannot be pickled (its weights are not)")
-        state = dict(self.__dict__)
-        state["_encoder"] = None
-        state.pop("_queries", None)
-        return state
+    def index_state(self, directory: Path, name: str) -> dict[str, Any]:
+        """Write the indexed code vectors to ``directory/<name>.vectors.npy`` (float32, no pickle);
+        return the rest of the state, JSON (the encoder itself is not saved)."""
+        if self._codes is None:
+            raise RuntimeError("index() must be called before the index is saved")
+        file = f"{name}.vectors.npy"
+        np.save(directory / file, np.ascontiguousarray(self._codes, dtype=np.float32), allow_pickle=False)
+        return {
+            "type": self.INDEX_TYPE,
+            "vectors": file,
+            "similarity": self.similarity,
+            "batch_size": self.batch_size,
+            "encode_s": self.encode_s,
+            "n_encoded": self.n_encoded,
+        }
+
+    @classmethod
+    def from_index_state(
+        cls, state: dict[str, Any], files: VerifiedDir, loader: Callable[[], BiEncoder] | None
+    ) -> DenseRetriever:
+        """The retriever :meth:`index_state` saved: its vectors from the index's verified ``files``
+        (the bytes that were hashed, no pickle), its encoder rebuilt by ``loader`` on first use."""
+        if loader is None:
+            raise ValueError("a dense index needs the loader of its model's encoder")
+        retriever = cls(None, batch_size=int(state["batch_size"]), loader=loader)
+        vectors = files.array(state["vectors"])
+        if vectors.ndim != 2 or vectors.dtype != np.float32:
+            raise ValueError(f"{state['vectors']}: expected a 2-d float32 array, got {vectors.dtype} {vectors.shape}")
+        retriever._codes = vectors
+        retriever.similarity = state["similarity"]
+        retriever.encode_s, retriever.n_encoded = float(state["encode_s"]), int(state["n_encoded"])
+        return retriever
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -54,6 +54,7 @@ import difflib
 import functools
 import importlib.util
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ from torch import Tensor, nn
 from csbench.models.dataflow import graphcodebert_inputs
 from csbench.models.defaults import HF_DEFAULTS, HF_MODELS
 from csbench.models.encoder import BiEncoder, Features, register_kind
+
+log = logging.getLogger(__name__)
 
 ARCHITECTURE_KINDS = ("encoder", "t5-encoder", "graphcodebert", "codet5p-embedding")
 POOLINGS = ("cls", "pooler", "mean")
@@ -188,6 +191,17 @@ def codet5p_embedding_config(source: str | Path) -> Any:
     return T5Config(**config_dict)
 
 
+def warn_remote_code(source: str | Path, params: dict[str, Any]) -> None:
+    """Log, in the job that does it, that transformers will run the model's own code (both drivers'
+    job logs show it; ``csbench validate`` says it before any job: ``remote_code_warnings``)."""
+    if params.get("trust_remote_code"):
+        log.warning(
+            "trust_remote_code is true: transformers runs the Python code that %s ships (its modeling / "
+            "tokenizer files) in this process",
+            source,
+        )
+
+
 def _load_backbone(source: str | Path, params: dict[str, Any]) -> nn.Module:
     from transformers import AutoModel, T5EncoderModel
 
@@ -249,6 +263,7 @@ class HFBiEncoder(BiEncoder):
         if not p["model_id"]:
             raise ValueError("from_pretrained needs params['model_id'] (a hub id or a local folder)")
         source = resolve_model_id(p["model_id"])
+        warn_remote_code(source, p)
         try:
             tokenizer = _load_tokenizer(source, p)
             backbone = _load_backbone(source, p)
@@ -374,11 +389,14 @@ class HFBiEncoder(BiEncoder):
 
     @classmethod
     def load(cls, directory: Path, params: dict[str, Any]) -> HFBiEncoder:
+        """The encoder :meth:`save` wrote (``load_encoder`` has checked its files, and refused its
+        ``trust_remote_code`` unless the config allows it)."""
         directory = Path(directory)
         p = resolve_params(params)
         source = directory / BACKBONE_DIR
         if not (source / "config.json").is_file():
             raise FileNotFoundError(f"{directory} is not a Hugging Face encoder checkpoint (no {BACKBONE_DIR}/)")
+        warn_remote_code(source, p)
         encoder = cls(_load_backbone(source, p), _load_tokenizer(source, p), p)
         if encoder.projection is not None:
             encoder.projection.load_state_dict(load_file(str(directory / PROJECTION_FILE)))

@@ -146,8 +146,9 @@ def robustness_frames(records: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFr
     return pd.DataFrame(points), pd.DataFrame(aucs)
 
 
-def robustness_markdown(records: dict[str, dict]) -> list[str]:
-    """COBE Table V: IR-AUC per perturbation, macro and micro, per run; and each run's figure."""
+def robustness_markdown(records: dict[str, dict], links: str = "") -> list[str]:
+    """COBE Table V: IR-AUC per perturbation, macro and micro, per run; and each run's figure
+    (linked through ``links``, the way from the summary's folder to results/, e.g. ``../../``)."""
     if not records:
         return []
     names: list[str] = []
@@ -177,7 +178,7 @@ def robustness_markdown(records: dict[str, dict]) -> list[str]:
             + f" | {f'{robust[-1]:.4f}' if robust else 'n/a'} |"
         )
     lines.append("")
-    lines += [f"![robustness of {run_path}](robustness/{run_path}/robustness.png)" for run_path in records]
+    lines += [f"![robustness of {run_path}]({links}robustness/{run_path}/robustness.png)" for run_path in records]
     return lines
 
 
@@ -412,8 +413,9 @@ def _fmt(value: object, metric: str) -> str:
     return f"{float(value):.4f}"
 
 
-def datasets_markdown(cards: dict[str, Path]) -> list[str]:
-    """One line per dataset: size, leakage between splits, and duplicates in the retrieval pool."""
+def datasets_markdown(cards: dict[str, Path], links: str = "") -> list[str]:
+    """One line per dataset: size, leakage between splits, and duplicates in the retrieval pool;
+    each links its card (through ``links``, as in ``robustness_markdown``)."""
     if not cards:
         return []
     lines = [
@@ -432,7 +434,7 @@ def datasets_markdown(cards: dict[str, Path]) -> list[str]:
         leak = f"{shared['exact']} / {shared['near']}" if shared else "n/a"
         twins = audit["pool_duplicates"]["exact_records"] if audit["pool_duplicates"] else "n/a"
         counts = [str(splits.get(s, {}).get("pairs", 0)) for s in ("train", "valid", "test")]
-        lines.append(f"| [{name}](datasets/{name}/card.md) | " + " | ".join(counts) + f" | {leak} | {twins} |")
+        lines.append(f"| [{name}]({links}datasets/{name}/card.md) | " + " | ".join(counts) + f" | {leak} | {twins} |")
     return lines
 
 
@@ -443,7 +445,11 @@ def summary_markdown(
     cards: dict[str, Path] | None = None,
     robustness: dict[str, dict] | None = None,
     stability: dict[str, dict] | None = None,
+    links: str = "",
 ) -> str:
+    """The study's summary.md. It links the seed heatmaps of the study's own folder, and the cards
+    and robustness figures that studies share through ``links``: the way from the summary's folder
+    to results/ (``../../`` from results/studies/<study>/)."""
     lines = [
         f"# csbench results: study `{study}`",
         "",
@@ -468,9 +474,9 @@ def summary_markdown(
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"- {key}: {text}" for key, text in sorted(notes.items())]
-    lines += robustness_markdown(robustness or {})
+    lines += robustness_markdown(robustness or {}, links)
     lines += stability_markdown(stability or {})
-    lines += datasets_markdown(cards or {})
+    lines += datasets_markdown(cards or {}, links)
     return "\n".join(lines) + "\n"
 
 

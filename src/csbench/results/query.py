@@ -2,6 +2,10 @@
 ``sqliteinteract.py``): filter on any key column, print as an aligned table, CSV or JSON, pivot one
 column (metrics, typically) into columns, export to CSV / Parquet / JSON.
 
+Each study has its own database, results/studies/<study>/results.db, which only that study's
+`aggregate` rewrites. Without ``--db`` the query reads every study's database as one table (its
+``study`` column tells them apart), or only those of the studies ``--study`` names.
+
 Filters: each of ``--study --dataset ... --metric`` may be repeated and takes a comma-separated
 list; the rows kept match any of a column's values and every filtered column. A value that exists
 as it is in the database is taken whole even when it holds a comma (the language ``go,java`` of a
@@ -13,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +27,8 @@ from csbench.io import atomic_open, write_parquet
 from csbench.registry import UnknownNameError
 from csbench.results.collect import RESULT_COLUMNS, RESULT_KEY
 
-DEFAULT_DB = Path(paths.RESULTS) / "results.db"
+STUDIES_DIR = Path(paths.STUDIES)  # results/studies/<study>/results.db
+LEGACY_DB = Path(paths.RESULTS) / paths.DATABASE  # where csbench wrote the one database before studies coexisted
 FILTER_COLUMNS = RESULT_KEY
 FORMATS = ("table", "csv", "json")
 EXPORT_SUFFIXES = (".csv", ".parquet", ".json")
@@ -35,26 +40,104 @@ ORDER += ("perturbation", "ratio", "metric")
 DTYPES = {"ratio": "float64", "seed": "int64", "value": "float64"}
 
 
-def connect(db: str | Path) -> sqlite3.Connection:
-    """Open results.db read-only; FileNotFoundError when it is missing, ValueError when it has no
-    `results` table with the key columns (a database written before the table existed)."""
-    db = Path(db)
-    if not db.is_file():
-        raise FileNotFoundError(f"{db} is missing: run `csbench aggregate` first")
-    con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+def study_databases(studies: Iterable[str] = (), root: str | Path = STUDIES_DIR) -> list[Path]:
+    """The results.db of every study that has one under ``root`` (results/studies/), by study name,
+    or of the ``studies`` named (repeated / comma-separated option values, as ``--study`` takes them).
+    FileNotFoundError when no study has a database; UnknownNameError (listing those that have one)
+    for a named study without one."""
+    root = Path(root)
+    found = {db.parent.name: db for db in sorted(root.glob(f"*/{paths.DATABASE}")) if db.is_file()}
+    if not found:
+        hint = ""
+        if root == STUDIES_DIR and LEGACY_DB.is_file():
+            hint = (
+                f" ({LEGACY_DB} was written by an older csbench, before each study had its own folder: "
+                f"query it with --db {LEGACY_DB}, or run `csbench aggregate` again)"
+            )
+        raise FileNotFoundError(
+            f"no study has a database under {root}/ (<study>/{paths.DATABASE}): run a study (`make run`) or "
+            f"`csbench aggregate` first{hint}"
+        )
+    wanted = split_values(studies, found)
+    for name in wanted:
+        if name not in found:
+            raise UnknownNameError("study", name, list(found), where=f"--study, no {root}/{name}/{paths.DATABASE}")
+    return [found[name] for name in wanted] if wanted else list(found.values())
+
+
+def _check_table(con: sqlite3.Connection, db: Path, schema: str = "main") -> None:
+    """ValueError when ``db`` is no SQLite database, or has no `results` table with the key columns
+    (a database written before the table existed)."""
     try:
-        columns = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+        columns = {row[1] for row in con.execute(f'PRAGMA "{schema}".table_info(results)')}
     except sqlite3.DatabaseError as err:
-        con.close()
         raise ValueError(f"{db} is not a readable SQLite database ({err}): run `csbench aggregate` again") from err
     missing = [c for c in RESULT_COLUMNS if c not in columns]
     if missing:
-        con.close()
         raise ValueError(
             f"{db} has no `results` table with {', '.join(missing)}: it was built by an older csbench; "
             "run `csbench aggregate` again"
         )
+
+
+def _readonly_uri(db: Path) -> str:
+    if not db.is_file():
+        raise FileNotFoundError(f"{db} is missing: run `csbench aggregate` first")
+    return f"{db.resolve().as_uri()}?mode=ro"
+
+
+def connect(db: str | Path | Sequence[str | Path]) -> sqlite3.Connection:
+    """Open one results.db read-only, or several as one: an in-memory database whose `results`
+    table holds the rows of each (every study's database, by ``study_databases``). A database in a
+    study's folder must hold that study's rows only, so that no study is counted twice.
+    FileNotFoundError when a file is missing, ValueError when one has no `results` table with the
+    key columns."""
+    if isinstance(db, (str, Path)):
+        db = Path(db)
+        con = sqlite3.connect(_readonly_uri(db), uri=True)
+        try:
+            _check_table(con, db)
+        except ValueError:
+            con.close()
+            raise
+        return con
+    con = sqlite3.connect(":memory:", uri=True)
+    try:
+        con.execute(f"CREATE TABLE results ({', '.join(RESULT_COLUMNS)})")
+        for one in map(Path, db):  # attached one at a time: SQLite attaches at most 10 at once
+            con.execute("ATTACH DATABASE ? AS source", (_readonly_uri(one),))
+            try:
+                _check_table(con, one, "source")
+                _check_study(con, one)
+                con.execute(f"INSERT INTO results SELECT {', '.join(RESULT_COLUMNS)} FROM source.results")
+                con.commit()
+            finally:
+                con.execute("DETACH DATABASE source")
+    except (ValueError, FileNotFoundError):
+        con.close()
+        raise
     return con
+
+
+def _check_study(con: sqlite3.Connection, db: Path) -> None:
+    """A database in a study's folder (results/studies/<study>/results.db) holds only that study."""
+    folder = db.parent.name
+    if db.parent.parent.name != STUDIES_DIR.name:
+        return
+    others = [row[0] for row in con.execute("SELECT DISTINCT study FROM source.results") if row[0] != folder]
+    if others:
+        raise ValueError(
+            f"{db} holds rows of study {', '.join(map(repr, others))}, not only of {folder!r} (its folder): "
+            f"run that study's `csbench aggregate` again, or query the file alone with --db {db}"
+        )
+
+
+def describe(db: str | Path | Sequence[str | Path]) -> str:
+    """The database(s) a query read, for messages."""
+    if isinstance(db, (str, Path)):
+        return str(db)
+    names = [str(d) for d in db]
+    return names[0] if len(names) == 1 else f"{len(names)} databases ({', '.join(names)})"
 
 
 def split_values(given: Iterable[str], existing: Iterable[object] = ()) -> list[str]:
@@ -72,7 +155,7 @@ def _ratio_text(ratio: object) -> str:
     return "none" if ratio is None else paths.ratio_label(float(ratio))
 
 
-def _match(column: str, value: str, existing: list[object], db: Path) -> object:
+def _match(column: str, value: str, existing: list[object], db: str) -> object:
     """The database value that the option value ``value`` names, or UnknownNameError listing them."""
     if column == "ratio":
         if value.lower() in NULL_RATIO:
@@ -102,18 +185,19 @@ def _match(column: str, value: str, existing: list[object], db: Path) -> object:
     raise UnknownNameError(column, value, names, where=f"--{column}, not in {db}")
 
 
-def select(db: str | Path, filters: Mapping[str, Iterable[str]] | None = None) -> pd.DataFrame:
-    """The rows of the `results` table that match ``filters`` (column -> option values, as given on
-    the command line), in a run-then-point order. Every value must exist in its column."""
-    db = Path(db)
+def select(db: str | Path | Sequence[str | Path], filters: Mapping[str, Iterable[str]] | None = None) -> pd.DataFrame:
+    """The rows of the `results` table of ``db`` (one database, or several read as one: see
+    ``connect``) that match ``filters`` (column -> option values, as given on the command line), in a
+    run-then-point order. Every value must exist in its column."""
     con = connect(db)
+    where_db = describe(db)
     try:
         where, params = [], []
         for column, given in (filters or {}).items():
             if column not in FILTER_COLUMNS:
                 raise ValueError(f"cannot filter on {column!r}: the filters are {', '.join(FILTER_COLUMNS)}")
             existing = [row[0] for row in con.execute(f'SELECT DISTINCT "{column}" FROM results')]
-            wanted = [_match(column, v, existing, db) for v in split_values(given, existing)]
+            wanted = [_match(column, v, existing, where_db) for v in split_values(given, existing)]
             if not wanted:
                 continue
             known = [v for v in wanted if v is not None]

@@ -1,4 +1,5 @@
-"""The aggregate phase: from the run records, every file of results/ that describes the study.
+"""The aggregate phase: from the run records, every file that describes the study, in its own
+folder (results/studies/<study>/, so that studies coexist).
 
 ``aggregate`` reads the records and writes, in this order: results.db, summary.csv / summary.md,
 the DVC metrics and plot data, the paper tables (.md / .tex / .csv and an .html page each, from
@@ -10,6 +11,7 @@ puts them together (so none of them imports another's caller).
 from __future__ import annotations
 
 import html
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -33,7 +35,7 @@ from csbench.results.figures import write_figures
 from csbench.results.tables import PAGE_SUFFIX, TABLES_DIR, html_page, html_text, write_tables
 
 SUMMARY_FILE = "summary.csv"
-SUMMARY_PAGE = f"summary{PAGE_SUFFIX}"  # tables/summary.html: results/summary.csv as a page of the report
+SUMMARY_PAGE = f"summary{PAGE_SUFFIX}"  # tables/summary.html: the study's summary.csv as a page of the report
 SUMMARY_TITLE = "Scores of every run"
 SUMMARY_CAPTION = (
     "One row per run and retrieval protocol (summary.csv): the clean scores of every run. MRR under "
@@ -57,13 +59,20 @@ def aggregate(
     robustness: dict[str, Path] | None = None,
     stability: dict[str, dict] | None = None,
     trainings: dict[str, Path] | None = None,
+    shared_dir: Path | None = None,
 ) -> pd.DataFrame:
-    """Build results/ (``out_dir``) from the run records: ``run_dirs`` (metrics.json and
-    provenance.json each), the dataset ``cards``, the robustness.json files and the seed-stability
-    records by run / group path, and the train.json files by training path (the training figures).
-    Every file is written atomically; returns the summary table."""
+    """Build the study's folder ``out_dir`` (results/studies/<study>/) from the run records:
+    ``run_dirs`` (metrics.json and provenance.json each), the dataset ``cards``, the robustness.json
+    files and the seed-stability records by run / group path, and the train.json files by training
+    path (the training figures). ``shared_dir`` is the folder holding the records studies share
+    (datasets/, robustness/: results/), which summary.md links; default ``out_dir`` itself.
+    Writes nothing outside ``out_dir``, each file atomically; returns the summary table."""
     records = load_robustness(robustness or {})
     scores, runs = collect(run_dirs)
+    # The study's database holds the study's rows. A run that two studies share (same run, same
+    # settings: evaluated once, by whichever study's job came first) is this study's row here; the
+    # run's own records keep the study that evaluated it.
+    scores, runs = (frame.assign(study=study) if len(frame) else frame for frame in (scores, runs))
     table = summary_table(scores)
     notes = protocol_notes(run_dirs)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,7 +80,10 @@ def aggregate(
     write_database(out_dir / "results.db", scores, runs, records, stability, rows=rows)
     with atomic_path(out_dir / SUMMARY_FILE) as tmp:
         table.to_csv(tmp, index=False)
-    write_text(out_dir / "summary.md", summary_markdown(table, study, notes, cards, records, stability))
+    links = os.path.relpath(shared_dir or out_dir, out_dir).replace(os.sep, "/")
+    links = "" if links == "." else f"{links}/"
+    markdown = summary_markdown(table, study, notes, cards, records, stability, links=links)
+    write_text(out_dir / "summary.md", markdown)
     write_json(out_dir / METRICS_FILE, dvc_metrics(scores, records))
     with atomic_path(out_dir / CURVES_FILE) as tmp:
         curves_frame(records).to_csv(tmp, index=False)

@@ -10,7 +10,8 @@ and reuses its pieces (optimizer, schedules, seeded batch order, mixed precision
 Files under ``out_dir``::
 
     best/        the kept cross-encoder (``CrossEncoder.load`` reads it): best validation accuracy, or the
-                 last model with ``keep="last"`` (what GeCS's script saved)
+                 last model with ``keep="last"`` (what GeCS's script saved); byte-reproducible, with its
+                 SHA256SUMS (``CrossEncoder.save``)
     train.json   the run's record: config, validation history, best accuracy, stop reason, efficiency
 
 What GeCS specifies (``experiments/finetuning.py``; Appendix A.1) and is the default here: AdamW with

@@ -8,7 +8,8 @@ resumable training state. Both SPEC regimes are presets: :meth:`TrainConfig.cobe
 
 Files under ``out_dir``::
 
-    best/         the encoder with the best validation MRR (``save_encoder``; ``load_encoder`` reads it)
+    best/         the encoder with the best validation MRR (``save_encoder``; ``load_encoder`` reads it):
+                  byte-reproducible (same seed, same bytes), 0755 / 0644, with its SHA256SUMS
     state/        the last training-state checkpoint (only needed to resume; delete after train.json)
     train.json    the run's record: efficiency (wall time, samples/s), validation history, stop reason
 

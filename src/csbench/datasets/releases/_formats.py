@@ -306,7 +306,11 @@ def split_gecs_input(text: str) -> tuple[str, str] | None:
 
 
 def iter_gecs(path: Path, report: SkipReport) -> Iterator[tuple[int, str, str, int]]:
-    """(line, text, code, target) of a GeCS jsonl file; malformed lines become skips."""
+    """(line, text, code, target) of a GeCS jsonl file; malformed lines become skips. The code is
+    returned as released: on one line in the ``[CODESPLIT]`` release files (CodeSearchNet's tokens
+    joined by spaces; StatCodeSearch's lines joined by spaces), with its line breaks in the ``[SEP]``
+    sample files (see ``csbench.datasets.releases.statcodesearch``). No GeCS file has the lines the
+    release files lost; the dataset card counts the flattened snippets."""
     for line, item in iter_jsonl(path, report):
         absent = missing(item, ("input", "target"))
         if absent:

@@ -14,7 +14,7 @@ are present, it applies the list itself (same records, order of the original rel
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,13 @@ from csbench.datasets.base import (
     POOL_SPLIT,
     SPLITS,
     DatasetSpec,
+    Need,
     Reader,
     ReaderError,
     Record,
     RemoteFile,
     SkipReport,
+    splits_option,
 )
 from csbench.datasets.releases._formats import (
     RecordChecker,
@@ -58,11 +60,19 @@ HOMEPAGE = "https://github.com/github/CodeSearchNet"
 _S3 = "https://s3.amazonaws.com/code-search-net/CodeSearchNet/v2/{lang}.zip"
 _HF = "https://huggingface.co/datasets/code-search-net/code_search_net/resolve/main/data/{lang}.zip"
 _ZENODO = "https://zenodo.org/record/7857872/files/{lang}.zip"
-_CODEXGLUE_KIT = "https://github.com/microsoft/CodeXGLUE/raw/main/Code-Text/code-to-text/dataset.zip"
-_GRAPHCODEBERT_KIT = "https://github.com/microsoft/CodeBERT/raw/master/GraphCodeBERT/codesearch/dataset.zip"
+_CODEXGLUE_KIT_PATH = "Code-Text/code-to-text/dataset.zip"
+_CODEXGLUE_KIT = "https://github.com/microsoft/CodeXGLUE/raw/main/" + _CODEXGLUE_KIT_PATH
+_GRAPHCODEBERT_KIT_PATH = "GraphCodeBERT/codesearch/dataset.zip"
+_GRAPHCODEBERT_KIT = "https://github.com/microsoft/CodeBERT/raw/master/" + _GRAPHCODEBERT_KIT_PATH
+# The commits the kits' git object ids (pinned below) were read at: microsoft/CodeXGLUE ac74a62 (the
+# kit last changed in 90f11dc) and microsoft/CodeBERT c0de43d (last changed in 03631d3).
+_CODEXGLUE_COMMIT = "ac74a62802a0dd159b3258c78a2df8ad36cdf2b9"
+_CODEBERT_COMMIT = "c0de43d3aaf38e89290f1efb771f8de845e7a489"
+CODEXGLUE_KIT_FILE = "codexglue-code-to-text-dataset.zip"
+GRAPHCODEBERT_KIT_FILE = "graphcodebert-codesearch-dataset.zip"
 
 # Bytes and SHA-256 of each S3 zip as recorded by Hugging Face's code_search_net dataset_infos.json.
-# Not pinned as checksums: no copy was available offline to verify them here.
+# Not pinned as checksums: the zips are in no git repository, and no copy could be read here to verify them.
 _ZIP_FACTS = {
     "go": (487525935, "15d23f01dc2796447e1736263e6830079289d5ef41f09988011afdcf8da6b6e5"),
     "java": (1060569153, "05f9204b1808413fab30f0e69229e298f6de4ad468279d53a2aa5797e3a78c17"),
@@ -194,6 +204,19 @@ def original_parts(raw_dir: Path, language: str, split: str, dataset: str) -> li
 # --------------------------------------------------------------------------- csn-{lang}
 
 
+def _parts_need(language: str, split: str) -> Need:
+    """The ``{lang}_{split}_N.jsonl.gz`` files of one split of the unpacked official zip."""
+    return Need(f"{language}/final/jsonl/{split}/", sources=(f"{language}.zip",), pattern=_PART.pattern)
+
+
+def _original_needs(language: str, dataset: str) -> Callable[[dict[str, Any], Path], tuple[Need, ...]]:
+    def needs(options: dict[str, Any], raw_dir: Path) -> tuple[Need, ...]:
+        """The part files of each split read, from the official zip."""
+        return tuple(_parts_need(language, split) for split in selected_splits(options, SPLITS, dataset))
+
+    return needs
+
+
 def _original_reader(language: str, dataset: str) -> Reader:
     def read(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> Iterator[Record]:
         """Records of the official CodeSearchNet release for one language (all splits, streamed)."""
@@ -220,8 +243,9 @@ def _zip_file(language: str) -> RemoteFile:
             f"unpacks to {language}/final/jsonl/{{train,valid,test}}/{language}_{{split}}_N.jsonl.gz plus "
             f"{language}_dedupe_definitions_v2.pkl and {language}_licenses.pkl. Official S3 bucket first (403 for "
             "many users); mirrors: the Hugging Face code-search-net/code_search_net repository's data/ folder and "
-            "Zenodo record 7857872 (used by CodeXGLUE's code-to-text instructions). sha256 not pinned: no copy "
-            f"was available offline; Hugging Face's dataset_infos.json records {hf_sha} for the S3 zip"
+            "Zenodo record 7857872 (used by CodeXGLUE's code-to-text instructions). Not pinned: the zip is in no "
+            "git repository, and no copy could be read here (Hugging Face's dataset_infos.json records sha256 "
+            f"{hf_sha} for the S3 zip, not verified here). "
         ),
     )
 
@@ -243,6 +267,8 @@ def original_spec(language: str) -> DatasetSpec:
         splits=SPLITS,
         files=(_zip_file(language),),
         reader=_original_reader(language, name),
+        needs=_original_needs(language, name),
+        options=(splits_option(SPLITS),),
         expected_counts=dict(ORIGINAL_COUNTS[language]),
     )
 
@@ -254,6 +280,27 @@ FILTERED_SPLITS = (*SPLITS, POOL_SPLIT)
 
 def _read_url_list(path: Path, report: SkipReport) -> set[str]:
     return {text.strip() for _, text in iter_lines(path, report)}
+
+
+def _filtered_needs(language: str, dataset: str) -> Callable[[dict[str, Any], Path], tuple[Need, ...]]:
+    def needs(options: dict[str, Any], raw_dir: Path) -> tuple[Need, ...]:
+        """Per split read, as the reader chooses: ``dataset/{lang}/{split}.jsonl`` where present; else
+        its URL list ``{split}.txt`` (from a kit) and the part files of the official zip."""
+        base = Path(raw_dir) / "dataset" / language
+        found: list[Need] = []
+        by_list = False
+        for split in selected_splits(options, FILTERED_SPLITS, dataset):
+            if (base / f"{split}.jsonl").is_file():
+                found.append(Need(f"dataset/{language}/{split}.jsonl"))
+                continue
+            kits = (GRAPHCODEBERT_KIT_FILE,) if split == POOL_SPLIT else (CODEXGLUE_KIT_FILE, GRAPHCODEBERT_KIT_FILE)
+            found.append(Need(f"dataset/{language}/{split}.txt", sources=kits))
+            by_list = True
+        if by_list:  # a URL list is applied to every split of the release
+            found.extend(_parts_need(language, split) for split in SPLITS)
+        return tuple(found)
+
+    return needs
 
 
 def _filtered_reader(language: str, dataset: str) -> Reader:
@@ -309,26 +356,38 @@ def _filtered_files(language: str) -> tuple[RemoteFile, ...]:
     files = [
         _zip_file(language),
         RemoteFile(
-            path="codexglue-code-to-text-dataset.zip",
-            urls=(_CODEXGLUE_KIT,),
+            path=CODEXGLUE_KIT_FILE,
+            urls=(
+                f"https://github.com/microsoft/CodeXGLUE/raw/{_CODEXGLUE_COMMIT}/{_CODEXGLUE_KIT_PATH}",
+                _CODEXGLUE_KIT,
+            ),
             sha256=None,
+            pins=("git-blob:4a9e2be266988cb5fe0c27fa1e0e52cc59587ded",),
             extract=True,
             unpacks_to=("dataset/",),
             note=(
                 "CodeXGLUE code-to-text filter kit: unpacks to dataset/{lang}/{train,valid,test}.txt (the URLs kept "
-                "by the filter) and dataset/preprocess.py. Not pinned: no copy was available offline"
+                "by the filter) and dataset/preprocess.py. Pinned by its git object id at microsoft/CodeXGLUE commit "
+                "ac74a62 (Code-Text/code-to-text/dataset.zip); sha256 not pinned: the blob, 4 MiB or more, was not "
+                "in the snapshot read"
             ),
         ),
         RemoteFile(
-            path="graphcodebert-codesearch-dataset.zip",
-            urls=(_GRAPHCODEBERT_KIT,),
+            path=GRAPHCODEBERT_KIT_FILE,
+            urls=(
+                f"https://github.com/microsoft/CodeBERT/raw/{_CODEBERT_COMMIT}/{_GRAPHCODEBERT_KIT_PATH}",
+                _GRAPHCODEBERT_KIT,
+            ),
             sha256=None,
+            pins=("git-blob:e229c0247430feeb5a3c0f22ffd7acbe3b2165f4",),
             extract=True,
             unpacks_to=("dataset/",),
             note=(
                 "GraphCodeBERT code-search kit (same filter, plus the retrieval pool): unpacks to dataset/ with "
-                "run.sh, which writes dataset/{lang}/{train,valid,test,codebase}.jsonl. Not pinned: no copy was "
-                "available offline"
+                "{lang}/{train,valid,test,codebase}.txt and run.sh, which writes "
+                "dataset/{lang}/{train,valid,test,codebase}.jsonl. Pinned by its git object id at microsoft/CodeBERT "
+                "commit c0de43d (GraphCodeBERT/codesearch/dataset.zip, last changed in 03631d3); sha256 not pinned: "
+                "the blob, 4 MiB or more, was not in the snapshot read"
             ),
         ),
     ]
@@ -346,7 +405,7 @@ def _filtered_files(language: str) -> tuple[RemoteFile, ...]:
                     + (
                         "sha256 of the CodeXGLUE code-to-text output (identical copy in shared/data)"
                         if sha
-                        else "sha256 not pinned: no identical copy was available offline"
+                        else "Not pinned: no repository holds the derived file, and no copy could be read here. "
                     )
                 ),
             )
@@ -372,6 +431,8 @@ def filtered_spec(language: str) -> DatasetSpec:
         splits=FILTERED_SPLITS,
         files=_filtered_files(language),
         reader=_filtered_reader(language, name),
+        needs=_filtered_needs(language, name),
+        options=(splits_option(FILTERED_SPLITS),),
         expected_counts=dict(FILTERED_COUNTS[language]),
     )
 

@@ -23,6 +23,9 @@ RELEVANCE_RANGE = (0, 3)
 EXPECTED_QUERIES = 99  # CodeSearchNet paper, section 3
 EXPECTED_ANNOTATIONS = 4006  # rows of annotationStore.csv ("about 4k" in the paper)
 _RAW = "https://raw.githubusercontent.com/github/CodeSearchNet/master/resources/"
+# The commit of github/CodeSearchNet the pinned files were read at (the newest of the snapshot).
+_COMMIT = "106e827405c968597da938f6b373d30183918869"
+_RAW_AT = f"https://raw.githubusercontent.com/github/CodeSearchNet/{_COMMIT}/resources/"
 
 
 def _read_text(path: Path) -> str:
@@ -114,17 +117,23 @@ SPEC = DatasetSpec(
     files=(
         RemoteFile(
             path=QUERIES_FILE,
-            urls=(_RAW + QUERIES_FILE,),
+            urls=(_RAW_AT + QUERIES_FILE, _RAW + QUERIES_FILE),
             sha256="037509c717c2e164721f0fd3ea45cb05f36669551af643f53930a92b76b146cf",
             size=2493,
-            note="resources/queries.csv of github/CodeSearchNet; sha256 of the identical copy in shared/data",
+            note=(
+                "resources/queries.csv of github/CodeSearchNet; sha256 of the blob at commit 106e827 and of the "
+                "identical copy in shared/data"
+            ),
         ),
         RemoteFile(
             path=ANNOTATIONS_FILE,
-            urls=(_RAW + ANNOTATIONS_FILE,),
+            urls=(_RAW_AT + ANNOTATIONS_FILE, _RAW + ANNOTATIONS_FILE),
             sha256="0340af32b551ceadb74fec147f97642b7fedf3ff039e38fb86baff49ee899846",
             size=677798,
-            note="resources/annotationStore.csv of github/CodeSearchNet; sha256 of the identical copy in shared/data",
+            note=(
+                "resources/annotationStore.csv of github/CodeSearchNet; sha256 of the blob at commit 106e827 and of "
+                "the identical copy in shared/data"
+            ),
         ),
     ),
     reader=None,

@@ -28,7 +28,17 @@ from typing import Any
 
 import ijson
 
-from csbench.datasets.base import SPLITS, DatasetSpec, ReaderError, Record, RemoteFile, SkipReport
+from csbench.datasets.base import (
+    SPLITS,
+    DatasetOption,
+    DatasetSpec,
+    Need,
+    ReaderError,
+    Record,
+    RemoteFile,
+    SkipReport,
+    splits_option,
+)
 from csbench.datasets.releases._formats import iter_lines, javadoc_summary, make_record, require_file, selected_splits
 
 NAME = "funcom"
@@ -79,6 +89,18 @@ def _comment_rows(path: Path, report: SkipReport) -> Iterator[tuple[str, str]]:
 
 def _query(comment: str, mode: str) -> str:
     return " ".join(comment.split()) if mode == "comment" else javadoc_summary(comment)
+
+
+def funcom_needs(options: dict[str, Any], raw_dir: Path) -> tuple[Need, ...]:
+    """functions.json and comments.json, and every split file (they assign the splits), whatever
+    ``options["splits"]`` selects."""
+    selected_splits(options, SPLITS, NAME)
+    processed = ("funcom_filtered.tar.gz",)
+    return (
+        Need(FUNCTIONS, sources=processed),
+        Need(COMMENTS, sources=processed),
+        *(Need(split_file(split), sources=("funcom_tokenized.tar.gz",)) for split in SPLITS),
+    )
 
 
 def read_funcom(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> Iterator[Record]:
@@ -172,7 +194,8 @@ SPEC = DatasetSpec(
             unpacks_to=("funcom_processed/",),
             note=(
                 "unpacks to funcom_processed/functions.json and funcom_processed/comments.json (JSON objects "
-                "fid -> text). Not pinned: no copy was available offline"
+                "fid -> text). Not pinned: the archive is only on the authors' S3 bucket, in no repository a copy "
+                "could be read from here. "
             ),
         ),
         RemoteFile(
@@ -182,11 +205,29 @@ SPEC = DatasetSpec(
             extract=True,
             note=(
                 "unpacks to funcom_tokenized/{train,valid,test}/{functions,comments}.{split} (fid<TAB>tokens); only "
-                "the split membership is used. Not pinned: no copy was available offline (Google's PLUR pins its "
-                "SHA-1 as 5b25d3dfcf156ef48e1d6ab5c61029a67a6cf2a1)"
+                "the split membership is used. Not pinned: the archive is only on the authors' S3 bucket, in no "
+                "repository a copy could be read from here (Google's PLUR records its SHA-1 as "
+                "5b25d3dfcf156ef48e1d6ab5c61029a67a6cf2a1, not verified here). "
             ),
         ),
     ),
     reader=read_funcom,
-    defaults={"query": "summary", "tmp_dir": None},
+    needs=funcom_needs,
+    options=(
+        splits_option(SPLITS),
+        DatasetOption(
+            "query",
+            "choice",
+            "`summary`: the Javadoc's first paragraph without markers and block tags; `comment`: the whole "
+            "comment on one line",
+            default="summary",
+            choices=("summary", "comment"),
+        ),
+        DatasetOption(
+            "tmp_dir",
+            "directory",
+            "where the temporary SQLite join file goes (it needs about the size of `comments.json`; default: the "
+            "system's temporary directory)",
+        ),
+    ),
 )

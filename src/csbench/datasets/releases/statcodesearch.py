@@ -10,19 +10,44 @@ target-0 lines are counted as "negative pair".
     1,070 R comment / code pairs from OSF research projects. Read by default from the repository's
     ``statcodesearch.json`` (``ID, Comment, Code, Label, Source, File``; ``Label`` is a topic such as
     "Visualization", not a match label: every pair matches); ``options["format"] = "gecs"`` reads the
-    Zenodo ``test_statcodesearch.jsonl`` instead. Code is whitespace-flattened as released.
+    Zenodo ``test_statcodesearch.jsonl`` instead.
 ``gecs-csn-{lang}``
     The CodeSearchNet test split of one language as GeCS ships it (no Python: GeCS uses AdvTest for it).
     ``options["file"]`` reads another file of the same format, e.g. a ``{lang}_test_sample.jsonl``.
+
+Flattened code: no GeCS file keeps the line structure of these two. StatCodeSearch's code was cut
+from R scripts by GeCS's ``Extracting_comment_code_pairs.ipynb`` (repository root and
+``data/statcodesearch_full/``): each code line stripped and appended with one space, so every file of
+the release -- ``statcodesearch.json``, ``statcodesearch_1k_final.csv``, the ``.xlsx``,
+``R-code-comment-after-filtering.csv`` and the jsonl files made from it -- holds one-line code; the
+original R files are only on OSF (``Source`` / ``File``). Its ``;`` also arrive doubled (``;;``: the
+notebook wrote its CSV with ``escapechar=';'``); they are read as released. The ``[CODESPLIT]``
+files of ``gecs-csn-{lang}`` are ``" ".join(func_code_tokens)`` of the Hugging Face
+``code_search_net`` test split (GeCS's ``data/{clf,mrr}/codesearchnet_*/create_ds_*.py``): one line of
+tokens, comments among them (CodeSearchNet's tokens keep comments: its Ruby ``code_tokens`` do, 24 % of
+the test functions); the line structure of the same functions is in CodeSearchNet itself
+(``csn-{lang}``), and the repository's ``[SEP]`` sample files keep it (they hold
+``func_code_string``). A ``#`` or ``//`` comment in one-line code runs to the end of the snippet:
+comment removal keeps it (``csbench.code.comments``), and the dataset card counts such snippets
+(``csbench.datasets.prepare.LayoutStats``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from csbench.datasets.base import DatasetSpec, Reader, ReaderError, Record, RemoteFile, SkipReport
+from csbench.datasets.base import (
+    DatasetOption,
+    DatasetSpec,
+    Need,
+    Reader,
+    ReaderError,
+    Record,
+    RemoteFile,
+    SkipReport,
+)
 from csbench.datasets.releases._formats import (
     RecordChecker,
     iter_gecs,
@@ -36,6 +61,14 @@ from csbench.datasets.releases._formats import (
 ZENODO = "https://zenodo.org/record/8310891/files/"
 GECS_DOI = "10.5281/zenodo.8310891"
 _REPO = "https://raw.githubusercontent.com/drndr/gencodesearchnet/master/"
+# The commit of drndr/gencodesearchnet whose data/statcodesearch_full/statcodesearch.json is pinned
+# (added in d56b7c3; the same blob at 70db22a, the newest commit read).
+_REPO_COMMIT = "70db22a16e1111d7f66e2c0fa67b44e74a0a0e89"
+_STAT_JSON_PATH = "data/statcodesearch_full/statcodesearch.json"
+_ZENODO_ONLY = (
+    "Not pinned: the file is only on Zenodo (doi:{doi}), in no repository a copy could be read from here; "
+    "shared/data holds {sample}. "
+)
 CITATION = (
     "Diera, Dahou, Galke, Karl, Sihler, Scherp. GenCodeSearchNet: A Benchmark Test Suite for Evaluating "
     "Generalization in Programming Language Understanding. GenBench workshop, EMNLP 2023. "
@@ -43,8 +76,14 @@ CITATION = (
 )
 
 
+def _file_read(options: dict[str, Any], default: str) -> str:
+    """The path the reader reads: ``options["file"]`` (relative to the dataset directory, or
+    absolute) or the release's ``default`` file."""
+    return str(options.get("file") or default)
+
+
 def _user_file(raw_dir: Path, options: dict[str, Any], default: str, dataset: str, source: str) -> Path:
-    relative = options.get("file") or default
+    relative = _file_read(options, default)
     path = Path(relative)
     if path.is_absolute():
         if not path.is_file():
@@ -108,6 +147,18 @@ def _read_stat_json(path: Path, report: SkipReport, checker: RecordChecker) -> I
             yield record
 
 
+def _stat_default(options: dict[str, Any]) -> str:
+    fmt = options.get("format") or "json"
+    if fmt not in ("json", "gecs"):
+        raise ReaderError(f"dataset {STAT_NAME!r}: options.format must be 'json' or 'gecs', not {fmt!r}")
+    return STAT_JSON if fmt == "json" else STAT_GECS
+
+
+def statcodesearch_needs(options: dict[str, Any], raw_dir: Path) -> tuple[Need, ...]:
+    """The one file the reader reads: ``options["file"]``, else the file of ``options["format"]``."""
+    return (Need(_file_read(options, _stat_default(options))),)
+
+
 def read_statcodesearch(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> Iterator[Record]:
     """StatCodeSearch pairs (split ``test``) from ``statcodesearch.json`` or, with
     ``options["format"] == "gecs"``, from the GeCS ``test_statcodesearch.jsonl``."""
@@ -130,7 +181,8 @@ STATCODESEARCH = DatasetSpec(
     languages=("r",),
     description=(
         "StatCodeSearch (GeCS): 1,070 comment / code pairs from R scripts of OSF research projects (statistics "
-        "in social science and psychology); test only; code whitespace-flattened as released"
+        "in social science and psychology); test only; code flattened onto one line as released (no release "
+        "file keeps its line breaks: see the card's code layout)"
     ),
     licence="per record: each OSF project's licence (mostly CC-BY-4.0); see the Source column",
     citation=CITATION,
@@ -143,22 +195,38 @@ STATCODESEARCH = DatasetSpec(
             sha256=None,
             note=(
                 f"GeCS release (doi:{GECS_DOI}), [CODESPLIT] format; read with options.format=gecs. "
-                "Not pinned: shared/data holds only a 60-line sample"
+                + _ZENODO_ONLY.format(doi=GECS_DOI, sample="a 60-line sample")
             ),
         ),
         RemoteFile(
             path=STAT_JSON,
-            urls=(_REPO + "data/statcodesearch_full/" + STAT_JSON,),
-            sha256=None,
+            urls=(
+                f"https://raw.githubusercontent.com/drndr/gencodesearchnet/{_REPO_COMMIT}/{_STAT_JSON_PATH}",
+                _REPO + _STAT_JSON_PATH,
+            ),
+            sha256="b516bc8701662be9cada93010587c378043ba6338852b4e837736f433cc6124b",
+            size=664841,
             note=(
                 "GeCS repository data/statcodesearch_full/statcodesearch.json: JSON array of ID, Comment, Code, "
-                "Label (topic), Source (OSF project), File. Not pinned: shared/data holds only a 60-record sample"
+                "Label (topic), Source (OSF project), File; 1,070 records. sha256 of the blob at "
+                f"drndr/gencodesearchnet commit {_REPO_COMMIT[:7]} (its first 60 records are shared/data's sample)"
             ),
         ),
     ),
     reader=read_statcodesearch,
+    needs=statcodesearch_needs,
     expected_counts={"test": 1070},
-    defaults={"format": "json", "file": None},
+    options=(
+        DatasetOption(
+            "format",
+            "choice",
+            "`json`: the repository's `statcodesearch.json`; `gecs`: the Zenodo `test_statcodesearch.jsonl` "
+            "(`[CODESPLIT]` lines)",
+            default="json",
+            choices=("json", "gecs"),
+        ),
+        DatasetOption("file", "file", "read this file (in the `format`) instead of that format's release file"),
+    ),
 )
 
 
@@ -168,6 +236,14 @@ GECS_LANGUAGES = ("go", "java", "javascript", "php", "ruby")
 # Positive pairs per language, GeCS Table 1. PHP is left out: the paper prints 29,391, but the
 # Hugging Face test split it was built from has 28,391 records.
 GECS_COUNTS = {"go": 14291, "java": 26909, "javascript": 6483, "ruby": 2279}
+
+
+def _gecs_needs(language: str) -> Callable[[dict[str, Any], Path], tuple[Need, ...]]:
+    def needs(options: dict[str, Any], raw_dir: Path) -> tuple[Need, ...]:
+        """The one file the reader reads: ``options["file"]``, else ``test_<lang>.jsonl``."""
+        return (Need(_file_read(options, f"test_{language}.jsonl")),)
+
+    return needs
 
 
 def _gecs_reader(language: str, dataset: str) -> Reader:
@@ -194,7 +270,8 @@ def gecs_csn_spec(language: str) -> DatasetSpec:
         languages=(language,),
         description=(
             f"GeCS CodeSearchNet {language} test set (cross-lingual generalisation): documentation / function "
-            "pairs of the CodeSearchNet test split in GeCS jsonl; records are the matching (target 1) pairs"
+            "pairs of the CodeSearchNet test split in GeCS jsonl; records are the matching (target 1) pairs; the "
+            "release's code is its tokens joined by spaces on one line (the line structure is in csn-" + language + ")"
         ),
         licence="as CodeSearchNet: per source repository",
         citation=CITATION,
@@ -206,13 +283,25 @@ def gecs_csn_spec(language: str) -> DatasetSpec:
                 urls=(ZENODO + f"test_{language}.jsonl",),
                 sha256=None,
                 note=(
-                    f"GeCS release (doi:{GECS_DOI}), [CODESPLIT] format. Not pinned: shared/data holds only the "
-                    f"repository's 100-line {language}_test_sample.jsonl ([SEP] format), readable with options.file"
+                    f"GeCS release (doi:{GECS_DOI}), [CODESPLIT] format. "
+                    + _ZENODO_ONLY.format(
+                        doi=GECS_DOI,
+                        sample=f"only the repository's 100-line {language}_test_sample.jsonl ([SEP] format), "
+                        "readable with options.file",
+                    )
                 ),
             ),
         ),
         reader=_gecs_reader(language, name),
-        defaults={"file": None},
+        needs=_gecs_needs(language),
+        options=(
+            DatasetOption(
+                "file",
+                "file",
+                "read this GeCS jsonl file instead of `test_<lang>.jsonl`, e.g. the repository's "
+                "`<lang>_test_sample.jsonl` (`[SEP]` lines)",
+            ),
+        ),
         expected_counts={"test": GECS_COUNTS[language]} if language in GECS_COUNTS else {},
     )
 

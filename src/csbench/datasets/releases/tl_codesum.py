@@ -13,23 +13,39 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from csbench.datasets.base import SPLITS, DatasetSpec, ReaderError, Record, RemoteFile, SkipReport
+from csbench.datasets.base import SPLITS, DatasetSpec, Need, ReaderError, Record, RemoteFile, SkipReport, splits_option
 from csbench.datasets.releases._formats import RecordChecker, make_record, require_file, selected_splits
 
 NAME = "tl-codesum"
-_COMMIT = "51b6849d18343605a2de94b12c75ab8a6f29b3ec"  # a commit of xing-hu/TL-CodeSum holding data/valid, data/test
+_COMMIT = "51b6849d18343605a2de94b12c75ab8a6f29b3ec"  # the commit of xing-hu/TL-CodeSum that added data/
 _RAW = "https://raw.githubusercontent.com/xing-hu/TL-CodeSum/"
 
-# SHA-256 of complete files identical to the copies in shared/data/tl_codesum.
+# SHA-256 and bytes of the blobs at _COMMIT (valid: identical to the copies in shared/data/tl_codesum);
+# the same blobs at f2c176e, the newest commit read.
 _SHA256 = {
     ("valid", "code"): ("e2f6a12244ea0f1078fc10ad3db3fce61bce3e0182e14b334e280475845d7477", 4063597),
     ("valid", "nl"): ("b5e729fd0f35f07a8c8ef32bd141b2c0db1a536021eed2b3db6bfaffc659508c", 873028),
+    ("test", "code"): ("45200ca3034a13da30de45f65204d1ee315ddf2774718d1c2953f6b7de267eef", 4109556),
+    ("test", "nl"): ("8423e91de9fabef049b350c58df4772539cc14b6a7b35129e9ef877cdf52efaa", 862021),
+}
+# Git object ids of the training files at _COMMIT (and f2c176e): the blobs, 4 MiB or more, were not in
+# the snapshot read, so their sha256 is not known here.
+_GIT_BLOB = {
+    ("train", "code"): "d1e00f9ba1786415d27e29ec2204d5eb30e242b4",
+    ("train", "nl"): "6705f7c3ee36a5325788a02c20ac0aa1e3317170",
 }
 
 
 def split_file(split: str, kind: str) -> str:
     """Path of one TL-CodeSum file inside the repository (and under data/raw/tl-codesum/)."""
     return f"data/{split}/{split}.token.{kind}"
+
+
+def tl_codesum_needs(options: dict[str, Any], raw_dir: Path) -> tuple[Need, ...]:
+    """The code and summary files of each split read."""
+    return tuple(
+        Need(split_file(split, kind)) for split in selected_splits(options, SPLITS, NAME) for kind in ("code", "nl")
+    )
 
 
 def read_tl_codesum(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> Iterator[Record]:
@@ -104,26 +120,23 @@ def _read_pair_files(
 
 def _file(split: str, kind: str) -> RemoteFile:
     sha, size = _SHA256.get((split, kind), (None, None))
+    blob = _GIT_BLOB.get((split, kind))
     relative = split_file(split, kind)
+    if sha:
+        pinned = f"sha256 of the blob at xing-hu/TL-CodeSum commit {_COMMIT[:7]} ({relative})"
+        pinned += "; identical to the copy in shared/data/tl_codesum" if split == "valid" else ""
+    else:
+        pinned = (
+            f"pinned by its git object id at xing-hu/TL-CodeSum commit {_COMMIT[:7]} ({relative}); sha256 not "
+            "pinned: the blob, 4 MiB or more, was not in the snapshot read"
+        )
     return RemoteFile(
         path=relative,
         urls=(_RAW + f"{_COMMIT}/{relative}", _RAW + f"master/{relative}"),
         sha256=sha,
         size=size,
-        note=(
-            "id<TAB>tokens lines; "
-            + (
-                "sha256 of the identical copy in shared/data/tl_codesum"
-                if sha
-                else "not pinned: no identical copy was available offline"
-            )
-            + (
-                "; the training files are not in the searchable copy of the repository, so their location "
-                "there is assumed from the valid / test layout"
-                if split == "train"
-                else ""
-            )
-        ),
+        pins=(f"git-blob:{blob}",) if blob else (),
+        note=f"id<TAB>tokens lines; {pinned}",
     )
 
 
@@ -140,5 +153,7 @@ SPEC = DatasetSpec(
     splits=SPLITS,
     files=tuple(_file(split, kind) for split in SPLITS for kind in ("code", "nl")),
     reader=read_tl_codesum,
+    needs=tl_codesum_needs,
+    options=(splits_option(SPLITS),),
     expected_counts={"train": 69708, "valid": 8714, "test": 8714},
 )

