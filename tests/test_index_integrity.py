@@ -202,7 +202,10 @@ def test_an_index_of_another_test_pool_is_refused(project, capsys):
     code, err = _evaluate(project, capsys)
     # index.json records the SHA-256 of the attacked files it encoded (issue #22 item 3); the code
     # before it compared the pools' ids
-    stale = ("built for another model or other inputs than this run's (differs in: inputs)", "the index's test pool is not")
+    stale = (
+        "built for another model or other inputs than this run's (differs in: inputs)",
+        "the index's test pool is not",
+    )
     assert code != 0 and any(message in err for message in stale), err
 
 

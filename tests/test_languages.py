@@ -859,11 +859,26 @@ class RealResult:
     seconds: float
 
 
-MARKER_STARTS = ("//", "/*", "*/", "* ", "#'", "# ")
+C_MARKERS = ("//", "/*", "*/", "* ")
+HASH_MARKERS = ("#'", "# ")
+MARKER_STARTS = {  # the comment markers of each language (a '#' is text in Go, Java, JavaScript)
+    "go": C_MARKERS,
+    "java": C_MARKERS,
+    "javascript": C_MARKERS,
+    "php": C_MARKERS + HASH_MARKERS,
+    "python": HASH_MARKERS,
+    "ruby": HASH_MARKERS,
+    "r": HASH_MARKERS,
+}
 
 
-def has_comment_marker(query: str) -> bool:
-    return query.startswith(MARKER_STARTS) or "/**" in query or "#'" in query or query.endswith("*/")
+def has_comment_marker(query: str, language: str) -> bool:
+    markers = MARKER_STARTS[language]
+    if query.startswith(markers):
+        return True
+    if "/*" in markers and ("/**" in query or query.endswith("*/")):
+        return True
+    return "#'" in markers and "#'" in query
 
 
 @cache
@@ -890,7 +905,7 @@ def check_files(language: str, files: list[tuple[str, bytes]]) -> RealResult:
             where = f"{path}:{fn.start_line} {fn.func_name}"
             functions.append((path, fn))
             kept += rejection_reason(fn, FilterSettings()) is None
-            if not fn.query or has_comment_marker(fn.query):
+            if not fn.query or has_comment_marker(fn.query, language):
                 failures["query"].append(f"{where}: {fn.query!r}")
             after = parse_snippet(fn.code_no_comment, language).tree.root_node
             if comment_nodes(after, spec.comment_types):
