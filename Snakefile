@@ -15,6 +15,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/robustness.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/dataset_table.smk"
 
 
 # Each study's default target is its own folder, results/studies/<study>/ (STUDY_DIR), which its
@@ -23,4 +24,5 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         summary=STUDY_SUMMARY,
+        dataset_table=DATASET_TABLE_FILES,
     default_target: True

@@ -24,9 +24,28 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def snakemake_tiny(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The tiny study run once by snakemake for the whole session (test_drivers, test_study_outputs,
+    test_moved_checkout): {"project", "jobs", "files"}. Do not change the project; copy it
+    (`test_drivers.copy_run`)."""
+    from test_drivers import run_tiny_study_with_snakemake
+
+    return run_tiny_study_with_snakemake(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def dvc_first(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The tiny study run once by `dvc repro` for the whole session (test_drivers, test_dvc_remote):
-    {"project", "jobs", "files"}. Do not change the project; copy it."""
+    """The tiny study run once by `dvc repro` for the whole session (test_drivers, test_dvc_remote,
+    test_study_outputs): {"project", "jobs", "files"}. Do not change the project; copy it."""
     from test_drivers import run_tiny_study_with_dvc
 
     return run_tiny_study_with_dvc(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def tiny_pushed(dvc_first: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`dvc_first`'s project copied and pushed to a local folder remote (test_dvc_remote,
+    test_pull_verify). Do not change it; a test that tampers with the remote restores it."""
+    from test_dvc_remote import push_tiny_study
+
+    return push_tiny_study(dvc_first, tmp_path_factory)

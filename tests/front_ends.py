@@ -1,4 +1,5 @@
-"""The languages' own compiler front ends, parse-only, over many snippets at once (one process each).
+"""The languages' own compiler front ends, parse-only, over many snippets at once (one process per
+4,000 snippets, their paths on its standard input; ``gofmt``: as arguments).
 
 ``parses(language, codes)`` says, per snippet, whether it parses, and with which of the language's
 snippet wrappers (a lone method inside a class, PHP after ``<?php``); ``parses(language, codes,
@@ -42,9 +43,14 @@ public class ParseCheck {
         JavaCompiler compiler = ToolProvider.getSystemJavaCompiler();
         DiagnosticCollector<JavaFileObject> found = new DiagnosticCollector<>();
         StandardJavaFileManager files = compiler.getStandardFileManager(found, null, null);
-        List<String> paths = Arrays.asList(args);
+        List<String> paths = new ArrayList<>();
+        try (java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {
+            for (String line; (line = in.readLine()) != null; ) {
+                if (!line.isEmpty()) paths.add(line);
+            }
+        }
         JavacTask task = (JavacTask) compiler.getTask(
-            null, files, found, List.of("-proc:none", "-Xmaxerrs", "100000"), null,
+            null, files, found, List.of("-proc:none", "-Xmaxerrs", "10000000"), null,
             files.getJavaFileObjectsFromStrings(paths));
         task.parse();
         Set<String> failed = new HashSet<>();
@@ -60,14 +66,14 @@ public class ParseCheck {
 }
 """
 PHP_PARSER = r"""
-foreach (array_slice($argv, 1) as $f) {
+foreach (file("php://stdin", FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINES) as $f) {
     try { token_get_all(file_get_contents($f), TOKEN_PARSE); echo "$f\t0\n"; }
     catch (Throwable $e) { echo "$f\t1\n"; }
 }
 """
 RUBY_PARSER = r"""
 $VERBOSE = nil
-ARGV.each do |f|
+STDIN.read.split("\n").each do |f|
   begin
     RubyVM::InstructionSequence.compile(File.read(f, encoding: "UTF-8"))
     puts "#{f}\t0"
@@ -78,14 +84,14 @@ end
 """
 NODE_PARSER = r"""
 const fs = require("fs"), vm = require("vm");
-for (const f of process.argv.slice(1)) {
+for (const f of fs.readFileSync(0, "utf8").split("\n").filter(Boolean)) {
   let ok = 0;
   try { new vm.Script(fs.readFileSync(f, "utf8")); } catch (e) { ok = 1; }
   console.log(f + "\t" + ok);
 }
 """
 R_PARSER = r"""
-for (f in commandArgs(TRUE)) {
+for (f in readLines(file("stdin"), warn = FALSE)) {
   bad <- tryCatch({ parse(text = readLines(f, encoding = "UTF-8", warn = FALSE), keep.source = FALSE); 0 },
                   error = function(e) 1)
   cat(f, "\t", bad, "\n", sep = "")
@@ -111,23 +117,29 @@ def _java_checker() -> Path:
     return folder
 
 
+CHUNK = 4000  # files per front-end process (javac keeps every parsed tree of its task in memory)
+
+
 def _failing(language: str, paths: list[Path]) -> set[str]:
-    """The paths the front end of ``language`` does not parse (one process per chunk of files)."""
+    """The paths the front end of ``language`` does not parse (one process per chunk of files, their
+    paths on its standard input; gofmt: as arguments)."""
     failed: set[str] = set()
-    for i in range(0, len(paths), 2000):
-        chunk = [str(path) for path in paths[i : i + 2000]]
+    for i in range(0, len(paths), CHUNK):
+        chunk = [str(path) for path in paths[i : i + CHUNK]]
         if language == "go":
-            done = subprocess.run([GOFMT, "-e", "-l", *chunk], capture_output=True, text=True)
-            failed.update(path for path in chunk if f"{path}:" in done.stderr)
+            for j in range(0, len(chunk), 2000):  # (a bounded command line)
+                part = chunk[j : j + 2000]
+                done = subprocess.run([GOFMT, "-e", "-l", *part], capture_output=True, text=True)
+                failed.update(path for path in part if f"{path}:" in done.stderr)
             continue
         command = {
             "java": ["java", "-cp", str(_java_checker()) if language == "java" else "", "ParseCheck"],
-            "php": ["php", "-d", "error_reporting=0", "-r", PHP_PARSER, "--"],
+            "php": ["php", "-d", "error_reporting=0", "-r", PHP_PARSER],
             "ruby": ["ruby", "-e", RUBY_PARSER],
             "javascript": ["node", "-e", NODE_PARSER],
             "r": ["Rscript", "--vanilla", "-e", R_PARSER],
         }[language]
-        done = subprocess.run([*command, *chunk], capture_output=True, text=True)
+        done = subprocess.run(command, input="\n".join(chunk) + "\n", capture_output=True, text=True)
         verdicts = dict(line.rsplit("\t", 1) for line in done.stdout.splitlines() if "\t" in line)
         if set(verdicts) != set(chunk):
             raise RuntimeError(

@@ -78,7 +78,7 @@ def test_repo_params_validates(raw) -> None:
     # The offline study #8 asks for: BM25, the pretrained MiniLM, a from-scratch baseline with 2+
     # seeds, both inference types, every query perturbation.
     assert config.models == raw["grid"]["models"] == ["bm25", "minilm"]
-    assert config.protocols == ["full-corpus"]
+    assert config.protocols == ["full-corpus", "csn-1000", "csn-funcname"]  # issue #23: csn-1000 on the stdlib
     trained = config.trained
     assert trained["models"] == ["nbow"] and trained["attacks"] == ["no_comment", "ordered_id"]
     assert trained["losses"] == ["ce"] and trained["seeds"] == [0, 1]

@@ -78,9 +78,10 @@ def pull(project: Path) -> subprocess.CompletedProcess[str]:
     return _in_clone(["make", "-o", "setup", "pull"], project)
 
 
-@pytest.fixture(scope="module")
-def pushed(dvc_first: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny study pushed to a local folder remote, dvc.lock and the remote committed to git."""
+def push_tiny_study(dvc_first: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny study pushed to a local folder remote, dvc.lock and the remote committed to git:
+    conftest's session fixture `tiny_pushed` (shared with test_pull_verify, which restores what it
+    tampers)."""
     origin = tmp_path_factory.mktemp("origin") / "project"
     shutil.copytree(dvc_first["project"], origin, symlinks=True)  # dvc_first is shared: keep it as run
     shutil.copy2(PROJECT_ROOT / "Makefile", origin / "Makefile")
@@ -91,6 +92,11 @@ def pushed(dvc_first: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     _ok(["git", *GIT_USER, "commit", "-qm", "the tiny study's outputs, pushed"], origin)
     assert any(remote.rglob("*")), "dvc push sent nothing"
     return origin
+
+
+@pytest.fixture(scope="module")
+def pushed(tiny_pushed: Path) -> Path:
+    return tiny_pushed
 
 
 @pytest.fixture(scope="module")

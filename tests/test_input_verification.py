@@ -198,18 +198,31 @@ def test_a_phase_refuses_inputs_of_another_study_or_changed_since(tmp_path: Path
 # snakemake re-makes a corrupt intermediate
 
 
-def study_a(dest: Path) -> tuple[Path, dict[str, bytes]]:
-    """A project where snakemake ran study A once (each test its own: a copy moved elsewhere would
-    re-run every job under the code before the fix, whose jobs' command lines held the overlay's
-    absolute path), and its run records."""
-    project = copy_project(dest)
+@pytest.fixture(scope="module")
+def study_a_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, bytes]]:
+    """Study A run once by snakemake for this module: (its project, a `cp -a` backup of the project as
+    the run left it, its run records)."""
+    project = copy_project(tmp_path_factory.mktemp("study-a") / "project")
     done = snakemake_a(project)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return project, run_records(project)
+    backup = tmp_path_factory.mktemp("study-a-backup") / "project"
+    shutil.copytree(project, backup, symlinks=True)
+    return project, backup, run_records(project)
 
 
-def test_snakemake_remakes_a_truncated_attacked_parquet(tmp_path: Path) -> None:
-    project, records = study_a(tmp_path / "project")
+@pytest.fixture()
+def study_a(study_a_run: tuple[Path, Path, dict[str, bytes]]) -> tuple[Path, dict[str, bytes]]:
+    """The project where snakemake ran study A, restored as the run left it (times kept) at the very
+    path where it ran (a copy elsewhere would re-run every job under the code before the fix, whose
+    jobs' command lines held the overlay's absolute path), and its run records."""
+    project, backup, records = study_a_run
+    shutil.rmtree(project)
+    shutil.copytree(backup, project, symlinks=True)
+    return project, records
+
+
+def test_snakemake_remakes_a_truncated_attacked_parquet(study_a: tuple[Path, dict[str, bytes]]) -> None:
+    project, records = study_a
     attacked = project / "data/attacked/stdlib-json/no_comment/test.parquet"
     original = attacked.read_bytes()
     with open(attacked, "r+b") as handle:
@@ -224,8 +237,8 @@ def test_snakemake_remakes_a_truncated_attacked_parquet(tmp_path: Path) -> None:
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_snakemake_remakes_a_prepared_parquet_changed_behind_its_mtime(tmp_path: Path) -> None:
-    project, records = study_a(tmp_path / "project")
+def test_snakemake_remakes_a_prepared_parquet_changed_behind_its_mtime(study_a: tuple[Path, dict[str, bytes]]) -> None:
+    project, records = study_a
     prepared = project / "data/prepared/stdlib-json/test.parquet"
     original, before = prepared.read_bytes(), prepared.stat()
     frame = pd.read_parquet(prepared)

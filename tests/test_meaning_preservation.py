@@ -313,8 +313,10 @@ def test_attacked_code_parses_where_the_original_parses(attacked):
     wrappers = parses(language, codes)
     clean = sum(wrapper is not None for wrapper in wrappers)
     assert clean >= 100, f"only {clean} {language} snippets parse"
-    for spec, (new_codes, _) in out.items():
-        after = parses(language, new_codes, wrappers)
+    # every spec's attacked snippets in one call (one front-end process per wrapper, not per spec)
+    together = parses(language, [code for new_codes, _ in out.values() for code in new_codes], wrappers * len(out))
+    for k, spec in enumerate(out):
+        after = together[k * len(codes) : (k + 1) * len(codes)]
         failed = [codes[i][:120] for i, wrapper in enumerate(wrappers) if wrapper is not None and after[i] is None]
         print(
             f"{language} {spec}: {clean - len(failed)}/{clean} parse after the attack ({len(failed) / clean:.2%} fail)"

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_drivers import TINY, _copy_project, _set_overlay, snakemake, snakemake_jobs
+from test_drivers import AFTER_MODEL_CHANGE, TINY, _set_overlay, copy_run, snakemake, snakemake_jobs
 
 pytestmark = pytest.mark.e2e
 
@@ -25,14 +25,12 @@ def _planned(project: Path) -> dict[str, int]:
     return dict(snakemake_jobs(output)) if "Nothing to be done" not in output else {}
 
 
-def test_a_moved_or_copied_checkout_plans_nothing_new(tmp_path: Path) -> None:
-    project = _copy_project(tmp_path / "project")
-    # BM25 alone, no robustness grid: the configs are the drivers' business, not a model's
-    _set_overlay(project, {"grid": {"trained": {"models": []}}, "robustness": {"datasets": []}})
-    first = snakemake(project)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert snakemake_jobs(first.stdout + first.stderr)["evaluate"] == 3
-    assert _planned(project) == {}
+def test_a_moved_or_copied_checkout_plans_nothing_new(snakemake_tiny: dict, tmp_path: Path) -> None:
+    # the tiny study (an overlay study: BM25 and NBoW, a robustness grid) as the session ran it from
+    # scratch, copied (`cp -a`: times kept, so mtime triggers nothing); the session's run stays as it ran
+    assert snakemake_tiny["jobs"]["evaluate"] == 9
+    project = copy_run(snakemake_tiny, tmp_path / "project")
+    assert _planned(project) == {}, f"in a copy of the checkout that ran the study (overlay {TINY})"
 
     moved = tmp_path / "elsewhere" / "project"
     moved.parent.mkdir()
@@ -40,9 +38,9 @@ def test_a_moved_or_copied_checkout_plans_nothing_new(tmp_path: Path) -> None:
     assert _planned(moved) == {}, f"after moving the checkout (overlay {TINY})"
 
     copied = tmp_path / "copy"
-    shutil.copytree(moved, copied, symlinks=True)  # `cp -a`: times kept, so mtime triggers nothing
+    shutil.copytree(moved, copied, symlinks=True)
     assert _planned(copied) == {}, f"in a copy of the checkout (overlay {TINY})"
 
     # a change of a setting still re-runs what it invalidates, in the copy as anywhere
     _set_overlay(copied, {"models": {"bm25": {"k1": 1.5}}})
-    assert _planned(copied) == {"index": 3, "evaluate": 3, "aggregate": 1}
+    assert _planned(copied) == AFTER_MODEL_CHANGE

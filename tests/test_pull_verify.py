@@ -7,7 +7,8 @@ it after `dvc status`) re-hashes every file of every output in dvc.lock, through
 manifests, each checked against its own name.
 
 The first tests use a small DVC project of their own (a file and a folder output); the last one the
-tiny study pushed by tests/test_dvc_remote.py, with its index tampered in the remote.
+tiny study pushed as tests/test_dvc_remote.py pushes it (conftest's tiny_pushed), with its index tampered
+in the remote (and restored after).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import test_dvc_remote
 from test_dvc_remote import clone, pull
 
 import csbench
@@ -123,20 +123,24 @@ def test_a_tampered_directory_manifest_and_a_changed_workspace_file_are_caught(s
     assert "outdir/extra: not in the output dvc.lock records" in done.stderr, done.stderr
 
 
-tiny_pushed = test_dvc_remote.pushed  # a fixture: the tiny study through dvc repro, pushed to a local remote
-
-
 @pytest.mark.e2e
 def test_make_pull_refuses_a_tampered_index(tiny_pushed, tmp_path):
-    """The tiny study pushed (tests/test_dvc_remote.py's round trip), one index file rewritten in the
-    remote under its own name: `make pull` stops, names the file, and touches nothing for snakemake."""
+    """The tiny study pushed (conftest's tiny_pushed, tests/test_dvc_remote.py's round trip), one index
+    file rewritten in the remote under its own name: `make pull` stops, names the file, and touches
+    nothing for snakemake."""
     pushed = tiny_pushed
     remote = Path(_run(["dvc", "remote", "list"], pushed).stdout.split()[1])
     index = next(p for p in (pushed / "results/index").rglob("index.json"))
     md5 = hashlib.md5(index.read_bytes()).hexdigest()
-    _tamper(_object(remote, md5), index.read_bytes().replace(b'"format"', b'"format" ', 1))
-    project = clone(pushed, tmp_path / "project")
-    result = pull(project)
+    stored = _object(remote, md5)
+    mode = stored.stat().st_mode
+    good = _tamper(stored, index.read_bytes().replace(b'"format"', b'"format" ', 1))
+    try:
+        project = clone(pushed, tmp_path / "project")
+        result = pull(project)
+    finally:  # conftest's tiny_pushed is shared by the session: its remote as pushed
+        stored.write_bytes(good)
+        stored.chmod(mode)
     assert result.returncode != 0
     rel = index.relative_to(pushed).as_posix()
     assert f"pull: {rel}: its MD5 is not {md5}: the remote served other bytes" in result.stderr, result.stderr[-3000:]

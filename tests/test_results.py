@@ -390,7 +390,7 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
     raw["grid"]["attacks"] = ["none", "no_comment"]
     raw["grid"]["trained"]["models"] = []  # zero-shot runs only
     raw["grid"]["models"] = ["bm25"]
-    raw["evaluation"]["protocols"] = ["full-corpus", "csn-1000"]
+    raw["evaluation"]["protocols"] = ["full-corpus", "id-chunks-1000"]  # a protocol that evaluates nothing here
     raw["robustness"]["datasets"] = ["python-packages"]  # outside the grid: no robustness runs
     config = tmp_path / "params.yaml"
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
@@ -411,10 +411,10 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
         "provenance.json",
         "ranks.tsv",
         "run.full-corpus.trec.gz",
-        "run.csn-1000.trec.gz",
+        "run.id-chunks-1000.trec.gz",
     }
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["protocols"]["csn-1000"] == {"note": SMALL_POOL_NOTE, "n_queries": 0}
+    assert metrics["protocols"]["id-chunks-1000"] == {"note": SMALL_POOL_NOTE, "n_queries": 0}
     assert metrics["protocols"]["full-corpus"]["n_queries"] == 40
     # the report also links the dataset card: audit a prepared copy of the same records
     prepared = tmp_path / "data" / "prepared" / "python-stdlib"
@@ -436,7 +436,7 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
     assert len(csv) == 4
     assert set(csv.loc[csv["protocol"] == "full-corpus", "n_queries"]) == {40}
     md = (study / "summary.md").read_text()
-    assert f"- python-stdlib/none csn-1000: {SMALL_POOL_NOTE}" in md
+    assert f"- python-stdlib/none id-chunks-1000: {SMALL_POOL_NOTE}" in md
     with sqlite3.connect(study / "results.db") as con:
         assert con.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2 * 2 * len(METRICS)
     con.close()

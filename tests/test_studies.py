@@ -159,8 +159,14 @@ def test_gecs_fine_tunes_on_advtest_and_tests_eight_sets() -> None:
     trained = config.trained
     assert trained["models"] == ["roberta-cross", "codebert-cross", "codet5p-110m-embedding-cross"]
     assert all(config.model_spec(m).family == "cross" for m in trained["models"])
-    assert trained["datasets"] == ["advtest"] and {r.dataset for r in trained_runs(config)} == {"advtest"}
+    # fine-tuned once on AdvTest, that one checkpoint evaluated on all eight test sets (Tables 2, 3, 5)
+    assert trained["datasets"] == ["advtest"] and trained["evaluate_on"] == config.datasets
     assert [k.path for k in config.trainings()] == [f"advtest/none/{m}/ce/0" for m in trained["models"]]
+    assert {(r.dataset, r.model) for r in trained_runs(config)} == {
+        (d, m) for d in config.datasets for m in trained["models"]
+    }
+    assert {r.label for r in trained_runs(config)} == {"confused@advtest"}
+    assert {r.training.path for r in trained_runs(config)} == {k.path for k in config.trainings()}
     for model in trained["models"]:  # Table 4, the last model kept
         given = config.raw["models"][model]["training"]
         assert {k: given[k] for k in ("lr", "epochs")} == CROSS_MODELS[model.removesuffix("-cross")]["training"]
@@ -172,6 +178,7 @@ def test_only_csn_and_thesis_run_under_dvc() -> None:
     assert [n.split(" ", 1)[0] for n in dvc_limitations(study("cobe"))] == ["grid.trained.seeds_by_dataset"]
     assert [n.split(" ", 1)[0] for n in dvc_limitations(study("gecs"))] == [
         "grid.trained.datasets",
+        "grid.trained.evaluate_on",
         "grid.trained.attacks",
     ]
 
@@ -184,7 +191,7 @@ def expected_jobs(config: Config) -> collections.Counter[str]:
     """The jobs of a fresh run, by rule, from the config: one download / prepare / audit per
     dataset, one attack per dataset x attack a run or training reads, one train per training, one
     index and evaluate per run, one perturb per robustness dataset x perturbation, one robust and
-    robustness per robustness run, one aggregate."""
+    robustness per robustness run, one aggregate, one dataset_table where the config has one."""
     runs, trainings, robust = config.runs(), config.trainings(), config.robustness_runs()
     attacked = {(r.dataset, r.attack) for r in runs} | {(k.dataset, k.attack) for k in trainings}
     perturbed = {p for p, _ in config.perturbation_points()} if robust else set()
@@ -200,6 +207,7 @@ def expected_jobs(config: Config) -> collections.Counter[str]:
         robust=len(robust),
         robustness=len(robust),
         aggregate=1,
+        dataset_table=int(config.dataset_table is not None),  # GeCS Table 1
     )
     return +jobs  # drop the rules with no job
 

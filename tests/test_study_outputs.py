@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_drivers import BIN, PROJECT_ROOT, TINY, _copy_project, _run, dvc_jobs, snakemake_jobs
+from test_drivers import BIN, PROJECT_ROOT, TINY, _copy_project, _run, copy_run, dvc_jobs, snakemake_jobs
 from test_results import _write_run, toy_pool
 from test_studies import expected_jobs, job_stats
 
@@ -263,6 +263,8 @@ class Dvc(Driver):
 
     def __init__(self, project: Path, defaults: Path) -> None:
         super().__init__(project, defaults)
+        if (project / ".dvc").is_dir():
+            return  # a copy of a git + DVC project that ran a study (conftest's dvc_first)
         git_user = ["-c", "user.email=ci@csbench", "-c", "user.name=ci"]
         for cmd in (
             ["git", "init", "-q"],
@@ -297,13 +299,20 @@ def rows_by_study(driver: Driver) -> dict[str, list[dict]]:
 @pytest.mark.parametrize("order", ORDERS, ids=["tiny-first", "tiny-json-first"])
 @pytest.mark.parametrize("kind", [Snakemake, Dvc], ids=["snakemake", "dvc"])
 def test_a_second_study_runs_all_its_jobs_and_both_studies_stay_queryable(
-    kind: type[Driver], order: tuple[str, str], tmp_path: Path
+    kind: type[Driver], order: tuple[str, str], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     first, second = order
-    project = _copy_project(tmp_path / "project")
     defaults = shutil.copy2(PARAMS, tmp_path / "params.default.yaml")  # the default study, for merges
-    driver = kind(project, defaults)
-    assert driver.run(first) == expected_jobs(_study_config(first))
+    if first == "tiny":
+        # the tiny study as the session ran it from scratch under this driver (conftest's snakemake_tiny
+        # / dvc_first: all its jobs, checked here), copied with its times: its runs are done, its
+        # folders, database and driver state are as a first study leaves them
+        tiny_run = request.getfixturevalue("snakemake_tiny" if kind is Snakemake else "dvc_first")
+        driver = kind(copy_run(tiny_run, tmp_path / "project"), defaults)
+        assert tiny_run["jobs"] == expected_jobs(_study_config(first))
+    else:
+        driver = kind(_copy_project(tmp_path / "project"), defaults)
+        assert driver.run(first) == expected_jobs(_study_config(first))
     before = rows_by_study(driver)
     assert list(before) == [first] and before[first]
     if kind is Snakemake and first == "tiny":

@@ -208,6 +208,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     sums = paths.raw_dir(args.dataset) / "SHA256SUMS"  # what download verified (a local corpus: its note)
     inputs = {sums.as_posix(): sha256_file(sums)} if sums.is_file() else {}
     outputs = [*_split_names(), "card.json", "card.md"]
+    if card.get("released_pairs"):
+        outputs.append(card["released_pairs"]["file"])
     write_stamp(out, "prepare", lineage.prepare(config, args.dataset), inputs, outputs)
     log_code_layout(args.dataset, card)
     counts = ", ".join(f"{s} {v['pairs']}" for s, v in card["splits"].items())
@@ -254,6 +256,7 @@ def _prepare_release(config: Config, args: argparse.Namespace, out: Path) -> dic
     from csbench.datasets.base import SkipReport
     from csbench.datasets.download import verify_raw
     from csbench.datasets.prepare import SplitWriter
+    from csbench.datasets.released_pairs import write_released_pairs
 
     spec = DATASETS.get(args.dataset)
     raw = paths.raw_dir(args.dataset)
@@ -268,6 +271,7 @@ def _prepare_release(config: Config, args: argparse.Namespace, out: Path) -> dic
         for record in spec.reader(raw, options, report):
             writer.add(record)
     splits = {s: writer.stats[s].as_dict() for s in paths.ALL_SPLITS}
+    released_pairs = write_released_pairs(spec, raw, options, out)  # GeCS clf pairs, for matching
     mismatches = {
         s: {"expected": n, "prepared": splits.get(s, {}).get("pairs")}
         for s, n in spec.expected_counts.items()
@@ -298,6 +302,7 @@ def _prepare_release(config: Config, args: argparse.Namespace, out: Path) -> dic
         "expected_counts": spec.expected_counts,
         "count_mismatches": mismatches,
         "splits": splits,
+        "released_pairs": released_pairs,  # None: the release has no labelled matching pairs
         "params_sha256": canonical_hash({"options": options}),
     }
 
@@ -379,7 +384,7 @@ def _run_key(args: argparse.Namespace, config: Config) -> RunKey:
     _require(args.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
     models = list(dict.fromkeys(config.models + config.trained["models"]))
     _require(args.model, models, "model", "--model (not in grid.models or grid.trained.models)")
-    run = RunKey(args.dataset, args.attack, args.model, args.loss, args.seed, args.inference)
+    run = RunKey.parse(args.dataset, args.attack, args.model, args.loss, args.seed, args.inference)
     if run not in config.runs():
         raise ValueError(
             f"{run.path} is not a run of the config: zero-shot runs (grid.models) have loss none, seed 0, "
@@ -494,7 +499,10 @@ def _train_cross(args, config, key, spec, train_frame: pd.DataFrame, valid_frame
     log.info("training %s: %d train / %d valid pairs; %s", key.path, len(train_frame), len(valid_frame), train_config)
     model = new_encoder(spec, config.model_params(key.model), train_frame, key.seed)
     result = train_cross(model, train_frame, valid_frame, train_config, paths.checkpoint_dir(key.path), not args.quiet)
-    log.info("%s: best validation accuracy %.4f (%s)", key.path, result.best_accuracy, result.stop_reason)
+    if result.best_accuracy is None:  # no validation split: the last model, as GeCS's script
+        log.info("%s: trained without validation, the last model kept (%s)", key.path, result.stop_reason)
+    else:
+        log.info("%s: best validation accuracy %.4f (%s)", key.path, result.best_accuracy, result.stop_reason)
     return 0
 
 
@@ -560,6 +568,41 @@ def cmd_index(args: argparse.Namespace) -> int:
 EFFICIENCY_KEYS = ("index_s", "index_codes_per_s", "search_s", "query_latency_ms_p50", "query_latency_ms_p95")
 
 
+def _matching_setup(args: argparse.Namespace, config: Config, run: RunKey, index):
+    """How the run's ``matching`` gets its pairs and decides them (``evaluation.match_pairs``,
+    ``evaluation.match_threshold``), and the files read for it (for the stamp): the release's
+    labelled pairs from the prepared folder, where prepare wrote them; for a borrowed threshold,
+    the other dataset's validation split (same attack), encoded now by the run's model."""
+    from csbench.datasets.released_pairs import RELEASED_PAIRS_FILE
+    from csbench.evaluate.runner import MatchingSetup, gecs_special_tokens, has_valid
+    from csbench.models.build import retriever_factory
+
+    if not config.matching_protocols:
+        return None, {}
+    rule = config.match_rule
+    inputs: dict[str, str] = {}
+    released = None
+    prepared = _prepared(args, config, run.dataset) if config.has_released_pairs(run.dataset) else None
+    if prepared is not None and prepared.has(RELEASED_PAIRS_FILE):
+        released = prepared.frame(RELEASED_PAIRS_FILE)
+        inputs |= prepared.inputs([RELEASED_PAIRS_FILE])
+    borrowed = None
+    if rule.kind == "borrowed" and config.model_spec(run.model).family != "cross":
+        other = _attacked(args, config, str(rule.dataset), run.attack)
+        frame = other.frame("valid.parquet")
+        if not has_valid(frame):
+            raise ValueError(f"evaluation.match_threshold: {rule.dataset}'s validation split has {len(frame)} records")
+        retriever = retriever_factory(
+            config.model_spec(run.model), config.model_params(run.model), _checkpoint(run, config, args)
+        )()
+        retriever.index(frame)
+        borrowed = (frame, retriever)
+        inputs |= other.inputs(["valid.parquet"])
+    pairs = str(config.section("evaluation").get("match_pairs", "auto"))
+    tokens = gecs_special_tokens(index.retrievers["test"]) if released is not None else ()
+    return MatchingSetup(released, pairs, rule, borrowed, tokens), inputs
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from csbench.evaluate.runner import DEFAULT_MEMORY_MB, MatchingOutcome, search, trec_bytes
     from csbench.io import atomic_open
@@ -578,6 +621,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     pool, codebase, valid = _read_pools(attacked, evaluation["protocols"])
     run_name = f"csbench-{run.model}-{run.attack}"
+    setup, matching_inputs = _matching_setup(args, config, run, index)
     outcomes, timings = search(
         index,
         pool,
@@ -588,6 +632,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         codebase=codebase,
         valid=valid,
         memory_mb=float(evaluation.get("memory_mb", DEFAULT_MEMORY_MB)),
+        matching_setup=setup,
     )
     written = ["ranks.tsv", "provenance.json", "metrics.json"]
     scores, protocol_info = [], {}
@@ -597,6 +642,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         scores += [{"protocol": name, "metric": k, "value": v} for k, v in metrics.items()]
         protocol_info[name] = {"note": outcome.plan_note, "n_queries": metrics["n_queries"]}
         if isinstance(outcome, MatchingOutcome):
+            protocol_info[name] |= outcome.record()  # released or drawn pairs, and the decision rule
             header = "query_id\tcode_id\tlabel\tscore\tdecision"
             write_text(out / f"{name}.tsv", "\n".join([header, *outcome.lines()]) + "\n")
             written.append(f"{name}.tsv")
@@ -616,6 +662,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     params = {"model": model_params, "evaluation": evaluation}
     index_sums = paths.index_dir(run.path) / "SHA256SUMS"  # the digests of every file of the index
     inputs = [test_file, codebase_file, index_file, index_sums] + ([valid_file] if valid is not None else [])
+    inputs += [Path(name) for name in matching_inputs]  # released pairs, a borrowed threshold's split
     efficiency = {k: timings.get(k) for k in EFFICIENCY_KEYS}
     if run.training is not None:
         record_file = paths.checkpoint_dir(run.training.path) / "train.json"
@@ -643,7 +690,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "protocols": protocol_info,
         },
     )
-    stamp_inputs = attacked.inputs(lineage.pool_names(evaluation["protocols"]))
+    stamp_inputs = attacked.inputs(lineage.pool_names(evaluation["protocols"])) | matching_inputs
     for file in (index_file, index_sums, *([record_file] if run.training is not None else [])):
         stamp_inputs[file.as_posix()] = sha256_file(file)
     write_stamp(out, "evaluate", lineage.run(config, run), stamp_inputs, written)
@@ -849,6 +896,39 @@ def cmd_robustness(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dataset_table(args: argparse.Namespace) -> int:
+    """GeCS Table 1 (csbench.results.dataset_table) from the prepared test split of every dataset of the
+    grid and the reference set, into results/studies/<study>/dataset_table/gecs_datasets.{md,csv,json}."""
+    from csbench.results.dataset_table import (
+        DIR_NAME,
+        caption,
+        count_tokens,
+        load_tokenizer,
+        shift_rows,
+        write_shift_table,
+    )
+
+    config = _config(args)
+    table = config.dataset_table
+    if table is None:
+        raise ValueError(f"{'+'.join(config.sources)}: no dataset_table section: nothing to build")
+    tokenizer = load_tokenizer(table["tokenizer"])
+    reference, split = table["reference"], table["reference_split"]
+    columns = ["query", "code"]
+
+    def stats(dataset: str, split: str):
+        frame = _prepared(args, config, dataset).frame(f"{split}.parquet", columns=columns)
+        return count_tokens(dataset, split, frame["query"].tolist(), frame["code"].tolist(), tokenizer)
+
+    rows = shift_rows(stats(reference, split), [stats(dataset, "test") for dataset in config.datasets])
+    text = caption(table["tokenizer"], reference, split)
+    out = paths.study_dir(config.study) / DIR_NAME
+    write_shift_table(out, rows, text, {"study": config.study, **table})
+    log.info("dataset table of %d test sets against %s %s (%s) in %s/", len(config.datasets), reference, split,
+             table["tokenizer"], out)  # fmt: skip
+    return 0
+
+
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from csbench.results.report import aggregate
 
@@ -1011,7 +1091,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", required=True)
         p.add_argument("--loss", default="none")
         p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--inference", default="zero_shot", choices=INFERENCE_TYPES)
+        p.add_argument(
+            "--inference",
+            default="zero_shot",
+            help=f"{', '.join(INFERENCE_TYPES)}; a model trained on another dataset: confused@<dataset> "
+            "(grid.trained.evaluate_on)",
+        )
 
     p = sub.add_parser("train", help="train / fine-tune a model on a dataset's attacked train split")
     _add_config(p)
@@ -1054,6 +1139,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_aggregate)
 
     p = sub.add_parser(
+        "dataset-table",
+        help="GeCS Table 1: tokens and token-distribution shift of each test set (config dataset_table)",
+    )
+    _add_config(p)
+    p.set_defaults(func=cmd_dataset_table)
+
+    p = sub.add_parser(
         "challenge",
         help="score CodeSearchNet Challenge predictions (NDCG Within / All, as its relevanceeval.py)",
         description="Score a predictions CSV in the Challenge's submission format (columns language, "
@@ -1069,6 +1161,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cutoff", type=int, default=300, help="predictions kept per query (default 300)")
     p.add_argument("--json", type=Path, help="also write the scores here")
     p.set_defaults(func=cmd_challenge)
+
+    p = sub.add_parser(
+        "challenge-predict",
+        help="rank the CodeSearchNet Challenge queries with a model and write the submission file (predict.py)",
+        description="Rank the 99 Challenge queries over a corpus per language with a zero-shot model and write "
+        "query,language,identifier,url rows, the top --top-k per query and language, as CodeSearchNet's "
+        "predict.py does. Corpus per language: the released <lang>_dedupe_definitions_v2.pkl under "
+        "data/raw/csn-<lang>/ when present (opened only once its SHA-256 matches a pin), else the prepared "
+        "local corpus (python-stdlib, go-stdlib, javascript-node, java-jdk, php-libs, ruby-stdlib).",
+    )
+    _add_config(p)
+    p.add_argument("--model", required=True, help="a zero-shot model of the registry (bm25, minilm, ...)")
+    p.add_argument("--output", required=True, type=Path, help="the predictions CSV to write")
+    p.add_argument(
+        "--queries",
+        type=Path,
+        default=Path("data/raw/csn-challenge/queries.csv"),
+        help="queries.csv (default: where `csbench download --dataset csn-challenge` puts it)",
+    )
+    p.add_argument("--languages", help="comma-separated languages (default: all six, in predict.py's order)")
+    p.add_argument(
+        "--corpus",
+        action="append",
+        default=[],
+        metavar="LANG=SOURCE",
+        help="the corpus of a language: 'release' (its dedupe_definitions_v2.pkl) or a prepared dataset name",
+    )
+    p.add_argument(
+        "--pin", action="append", default=[], metavar="LANG=SHA256", help="the SHA-256 of a definitions file you trust"
+    )
+    p.add_argument("--top-k", type=int, default=100, help="results per query and language (default 100)")
+    p.add_argument("--annotations", type=Path, help="annotationStore.csv: score the file once written")
+    p.add_argument("--json", type=Path, help="also write what was ranked (and the scores) here")
+    p.set_defaults(func=cmd_challenge_predict)
 
     from csbench.results.query import FILTER_COLUMNS, FORMATS, STUDIES_DIR
 
@@ -1114,20 +1240,104 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def cmd_challenge(args: argparse.Namespace) -> int:
     """NDCG Within / All and coverage per language of a Challenge predictions file."""
+    scored = _score_challenge(args.predictions, args.annotations, args.cutoff)
+    if args.json:
+        write_json(args.json, scored)
+    return 0
+
+
+def _score_challenge(predictions_file: Path, annotations: Path, cutoff: int) -> dict:
+    """Print the NDCG Within / All and coverage per language of a predictions file; the figures."""
     from csbench.datasets.releases.csn_challenge import load_annotations
     from csbench.evaluate.challenge import challenge_ndcg, coverage, load_predictions, load_relevances
 
-    relevances = load_relevances(load_annotations(args.annotations))
-    predictions = load_predictions(args.predictions)
-    scores = challenge_ndcg(predictions, relevances, cutoff=args.cutoff)
-    covered = coverage(predictions, relevances, cutoff=args.cutoff)
+    relevances = load_relevances(load_annotations(annotations))
+    predictions = load_predictions(predictions_file)
+    scores = challenge_ndcg(predictions, relevances, cutoff=cutoff)
+    covered = coverage(predictions, relevances, cutoff=cutoff)
     print("language\tqueries\tndcg_within\tndcg_all\tcoverage")
     for language, row in scores.items():
         cells = [row["within"], row["all"], covered.get(language)]
         text = ["n/a" if v is None else f"{v:.4f}" for v in cells]
         print(f"{language}\t{row['queries']}\t" + "\t".join(text))
+    return {"cutoff": cutoff, "ndcg": scores, "coverage": covered}
+
+
+def _pairs(values: list[str], what: str) -> dict[str, str]:
+    """``LANG=VALUE`` options as a dict (a language given twice is an error)."""
+    out: dict[str, str] = {}
+    for value in values:
+        language, sep, rest = value.partition("=")
+        if not sep or not language.strip() or not rest.strip():
+            raise ValueError(f"{what} {value!r}: expected LANG=VALUE")
+        if language.strip() in out:
+            raise ValueError(f"{what}: language {language.strip()!r} given twice")
+        out[language.strip()] = rest.strip()
+    return out
+
+
+def cmd_challenge_predict(args: argparse.Namespace) -> int:
+    """Rank the Challenge queries over each language's corpus and write the predictions file
+    (csbench.evaluate.submission, as CodeSearchNet's predict.py)."""
+    from csbench.datasets.base import SPLITS
+    from csbench.datasets.releases.csn_challenge import SPEC as CHALLENGE
+    from csbench.datasets.releases.csn_challenge import load_queries
+    from csbench.evaluate import submission as sub
+    from csbench.models.build import retriever_factory
+
+    config = _config(args)
+    spec = config.model_spec(args.model)
+    if not spec.zero_shot or spec.family == "cross":
+        raise ValueError(
+            f"model {args.model!r} ({spec.family}) needs a training: challenge-predict ranks with zero-shot "
+            "bi-encoders and lexical models"
+        )
+    languages = [x.strip() for x in args.languages.split(",")] if args.languages else list(sub.CSN_LANGUAGES)
+    for language in languages:
+        _require(language, list(sub.CSN_LANGUAGES), "language", "--languages")
+    sources, pins = _pairs(args.corpus, "--corpus"), _pairs(args.pin, "--pin")
+    for language in (*sources, *pins):
+        _require(language, languages, "language", "--corpus / --pin (not among --languages)")
+    queries = load_queries(args.queries)
+    pinned = next(f.sha256 for f in CHALLENGE.files if f.path == "queries.csv")
+    queries_sha = sha256_file(args.queries)
+    if queries_sha != pinned:
+        log.warning("%s: not the released queries.csv (SHA-256 %s, released %s)", args.queries, queries_sha, pinned)
+    corpora, described = {}, {}
+    for language in languages:
+        definitions = paths.raw_dir(f"csn-{language}") / sub.DEFINITIONS_FILE.format(language=language)
+        source = sources.get(language) or (sub.RELEASE if definitions.is_file() else sub.LOCAL_CORPORA[language])
+        if source == sub.RELEASE:
+            sha = pins.get(language) or sub.DEFINITIONS_SHA256[language]
+            corpora[language] = sub.read_definitions(definitions, sha, language)
+            described[language] = {"source": definitions.as_posix(), "sha256": sha}
+        else:
+            prepared = _prepared(args, config, source)
+            if config.dataset_options(source).get("language") not in (None, language):
+                raise ValueError(f"--corpus {language}={source}: {source!r} is a corpus of another language")
+            names = [f"{split}.parquet" for split in SPLITS]
+            corpora[language] = sub.local_corpus_frame((prepared.frame(n) for n in names), language)
+            described[language] = {"source": source, "inputs": prepared.inputs(names)}
+        described[language]["records"] = len(corpora[language])
+        log.info("challenge %s: %d records from %s", language, len(corpora[language]), source)
+    factory = retriever_factory(spec, config.model_params(args.model))
+    started = time.perf_counter()
+    frame = sub.predict(queries, corpora, factory(), k=args.top_k)
+    sub.write_submission(frame, args.output)
+    check = sub.check_submission(args.output, queries, {k: len(v) for k, v in corpora.items()}, k=args.top_k)
+    rows = ", ".join(f"{lang} {n}" for lang, n in check.rows.items())
+    log.info("wrote %s: %d lines (%s) in %.1f s", args.output, check.lines, rows, time.perf_counter() - started)
+    record = {
+        "model": args.model,
+        "top_k": args.top_k,
+        "queries": {"file": args.queries.as_posix(), "sha256": queries_sha, "count": len(queries)},
+        "corpora": described,
+        "output": {"file": args.output.as_posix(), "lines": check.lines, "rows": check.rows},
+    }
+    if args.annotations:
+        record["scores"] = _score_challenge(args.output, args.annotations, cutoff=300)
     if args.json:
-        write_json(args.json, {"cutoff": args.cutoff, "ndcg": scores, "coverage": covered})
+        write_json(args.json, record)
     return 0
 
 
@@ -1135,7 +1345,7 @@ def cmd_challenge(args: argparse.Namespace) -> int:
 # it runs, shared with the other jobs of its driver's session, refused beside another driver's.
 PHASE_COMMANDS = frozenset(
     {"download", "prepare", "audit", "attack", "train", "index", "evaluate"}
-    | {"perturb", "robust", "robustness", "aggregate"}
+    | {"perturb", "robust", "robustness", "aggregate", "challenge-predict", "dataset-table"}
 )
 
 

@@ -18,7 +18,7 @@ import yaml
 from csbench import paths
 from csbench.attacks import parse_spec
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
-from csbench.evaluate.protocols import PROTOCOLS
+from csbench.evaluate.protocols import PROTOCOLS, MatchRule
 from csbench.models import MODELS, ModelSpec, declared_params, hf_custom_defaults
 from csbench.params import ParamProblem, check_params
 from csbench.registry import UnknownNameError
@@ -42,33 +42,62 @@ class RunKey:
     loss: str = "none"
     seed: int = 0
     inference: str = "zero_shot"
+    trained_on: str | None = None  # the dataset the model was trained on, when named (grid.trained.evaluate_on)
+
+    def __post_init__(self) -> None:
+        if self.trained_on is not None and self.inference == "zero_shot":
+            raise ValueError(f"a zero-shot run is trained on nothing, not on {self.trained_on!r}")
+
+    @property
+    def label(self) -> str:
+        """The run's inference as its path, the ``--inference`` option and the results database name it:
+        ``confused``, or ``confused@advtest`` for a model trained on ``advtest`` (GeCS: one model fine-tuned
+        on AdvTest, evaluated on every test set), whatever the run's own dataset."""
+        return self.inference if self.trained_on is None else f"{self.inference}{TRAINED_ON_SEP}{self.trained_on}"
 
     @property
     def path(self) -> str:
-        return f"{self.dataset}/{self.attack}/{self.model}/{self.loss}/{self.seed}/{self.inference}"
+        return f"{self.dataset}/{self.attack}/{self.model}/{self.loss}/{self.seed}/{self.label}"
 
     @property
     def training(self) -> TrainKey | None:
         """The training this run's model comes from: on the run's own (attacked) data when
         ``confused``, on the ``no_comment`` data when ``not_confused`` (one model serves every attack),
-        none when ``zero_shot``."""
+        none when ``zero_shot``; on the data of ``trained_on`` instead of the run's own dataset when set
+        (the same attack: a model trained once serves every dataset it is evaluated on)."""
         if self.inference == "zero_shot":
             return None
         attack = self.attack if self.inference == "confused" else NOT_CONFUSED_TRAIN_ATTACK
-        return TrainKey(self.dataset, attack, self.model, self.loss, self.seed)
+        return TrainKey(self.trained_on or self.dataset, attack, self.model, self.loss, self.seed)
+
+    @classmethod
+    def parse(cls, dataset: str, attack: str, model: str, loss: str, seed: int, label: str) -> RunKey:
+        """The run of a path's (or the command line's) coordinates; ``label`` as :attr:`label` writes it."""
+        inference, sep, trained_on = label.partition(TRAINED_ON_SEP)
+        if inference not in INFERENCE_TYPES or (sep and not trained_on):
+            raise ValueError(
+                f"inference {label!r}: expected one of {', '.join(INFERENCE_TYPES)}, optionally followed by "
+                f"{TRAINED_ON_SEP}<dataset trained on> (e.g. confused{TRAINED_ON_SEP}advtest)"
+            )
+        return cls(dataset, attack, model, loss, int(seed), inference, trained_on or None)
 
     def as_dict(self) -> dict[str, Any]:
+        """The run's coordinates as records store them: ``inference`` is the :attr:`label`, and
+        ``trained_on`` the dataset of its training (None for a zero-shot run)."""
+        training = self.training
         return {
             "dataset": self.dataset,
             "attack": self.attack,
             "model": self.model,
             "loss": self.loss,
             "seed": self.seed,
-            "inference": self.inference,
+            "inference": self.label,
+            "trained_on": None if training is None else training.dataset,
         }
 
 
 INFERENCE_TYPES = ("zero_shot", "confused", "not_confused")
+TRAINED_ON_SEP = "@"  # confused@advtest: the inference of a run whose model was trained on another dataset
 NOT_CONFUSED_TRAIN_ATTACK = "no_comment"  # the thesis trains the not-confused model on comment-free code
 TRAINED_DEFAULTS: dict[str, Any] = {"losses": ["ce"], "seeds": [0], "inference": ["confused"]}
 
@@ -104,6 +133,7 @@ class StabilityKey:
 
 
 STABILITY_DEFAULTS: dict[str, Any] = {"k": 20}  # COBE V-E compares the top-20 lists
+DATASET_TABLE_TOKENIZER = "roberta-base"  # GeCS Table 1: "the pretrained RoBERTa tokenizer"
 
 
 @dataclass(frozen=True)
@@ -149,6 +179,11 @@ class Config:
     def dataset_kind(self, name: str) -> str:
         return DATASETS.get(name).kind if name in DATASETS else self.dataset_options(name)["kind"]
 
+    def has_released_pairs(self, name: str) -> bool:
+        """Whether dataset ``name``'s release ships labelled matching pairs (GeCS ``clf`` files) that
+        prepare writes for the ``matching`` protocol."""
+        return self.dataset_kind(name) != LOCAL_SOURCE_KIND and DATASETS.get(name).released_pairs is not None
+
     def missing_validation(self, name: str) -> str | None:
         """Why dataset ``name`` has no validation split (a matching protocol chooses a bi-encoder's
         threshold there), or None when it has one: a release without one, a release whose
@@ -170,11 +205,19 @@ class Config:
         """``evaluation.matching_without_validation``: ``error`` (default) or ``skip``."""
         return str(self.section("evaluation").get("matching_without_validation", "error"))
 
+    @property
+    def match_rule(self) -> MatchRule:
+        """``evaluation.match_threshold`` as a :class:`MatchRule` (default: chosen on the dataset's
+        validation split)."""
+        return MatchRule.parse(self.section("evaluation").get("match_threshold"))
+
     def unmatched_runs(self) -> list[tuple[str, str, list[str]]]:
         """(dataset, why it has no validation split, models) of every dataset whose ``matching``
         runs cannot be evaluated: a model that needs a match threshold (all but cross-encoders)
-        finds no validation split to choose it on, so its matching would stay empty."""
-        if not self.matching_protocols:
+        finds no validation split to choose it on, so its matching would stay empty. Only where the
+        threshold is chosen on the dataset's own validation split (``evaluation.match_threshold:
+        validation``, the default)."""
+        if not self.matching_protocols or self.match_rule.kind != "validation":
             return []
         found: dict[str, list[str]] = {}
         for run in self.runs():
@@ -218,6 +261,11 @@ class Config:
         they are trained and evaluated on (default: every dataset and attack of the grid), losses,
         seeds, inference, and ``seeds_by_dataset`` (a dataset's own seeds instead of ``seeds``).
 
+        ``evaluate_on`` (None unless given): the datasets every model trained on a dataset of ``datasets``
+        is evaluated on, each trained once (GeCS: fine-tuned on AdvTest, tested on eight test sets); its
+        runs name their training dataset (:attr:`RunKey.trained_on`, inference ``confused@advtest``).
+        Without it, a model trained on a dataset is evaluated on that dataset only.
+
         ``seeds`` is every seed some dataset trains with: ``grid.trained.seeds`` followed by the
         others of ``seeds_by_dataset`` (what ``csbench train --seed`` accepts); one dataset's seeds
         are :meth:`seeds_for`."""
@@ -226,6 +274,7 @@ class Config:
             "models": list(given.get("models", [])),
             "datasets": list(given.get("datasets", self.datasets)),
             "attacks": list(given.get("attacks", self.attacks)),
+            "evaluate_on": None if given.get("evaluate_on") is None else list(given["evaluate_on"]),
             **{k: list(given.get(k, v)) for k, v in TRAINED_DEFAULTS.items()},
             "seeds_by_dataset": {d: list(s) for d, s in (given.get("seeds_by_dataset") or {}).items()},
         }
@@ -298,17 +347,37 @@ class Config:
 
     def runs(self) -> list[RunKey]:
         """Every run the config asks for, in a stable order: the zero-shot runs of ``grid.models``,
-        then the runs of each trained model (loss x seed x inference)."""
+        then the runs of each trained model (loss x seed x inference), on its training dataset or, with
+        ``grid.trained.evaluate_on``, on each dataset listed there (:meth:`_trained_targets`)."""
         runs = [RunKey(d, a, m) for d in self.datasets for a in self.attacks for m in self.models]
         trained = self.trained
-        for d in trained["datasets"] if trained["models"] else []:
+        for d, target, trained_on in self._trained_targets():
             seeds = self.seeds_for(d)
             for a in trained["attacks"]:
                 for m in trained["models"]:
                     for loss in trained["losses"]:
                         for seed in seeds:
-                            runs += [RunKey(d, a, m, loss, seed, i) for i in trained["inference"]]
+                            runs += [RunKey(target, a, m, loss, seed, i, trained_on) for i in trained["inference"]]
         return runs
+
+    def _trained_targets(self) -> list[tuple[str, str, str | None]]:
+        """(training dataset, evaluation dataset, ``trained_on`` of its runs) of the trained runs: a
+        model is evaluated on its own training dataset (trained_on None), or, with
+        ``grid.trained.evaluate_on``, on each dataset listed there (trained_on: the training dataset)."""
+        trained = self.trained
+        if not trained["models"]:
+            return []
+        if trained["evaluate_on"] is None:
+            return [(d, d, None) for d in trained["datasets"]]
+        return [(d, e, d) for d in trained["datasets"] for e in trained["evaluate_on"]]
+
+    @property
+    def dataset_table(self) -> dict[str, str] | None:
+        """``dataset_table`` (GeCS Table 1) with its defaults, or None when the study has none."""
+        given = self.raw.get("dataset_table")
+        if given is None:
+            return None
+        return {"reference_split": "train", "tokenizer": DATASET_TABLE_TOKENIZER, **given}
 
     @property
     def stability(self) -> dict[str, Any]:
@@ -324,7 +393,7 @@ class Config:
         seed; none on a dataset trained with fewer than two seeds (:meth:`seeds_for`)."""
         trained = self.trained
         groups = []
-        for d in trained["datasets"] if trained["models"] else []:
+        for d, target, trained_on in self._trained_targets():
             seeds = self.seeds_for(d)
             if len(seeds) < 2:
                 continue
@@ -332,8 +401,8 @@ class Config:
                 for m in trained["models"]:
                     for loss in trained["losses"]:
                         for inference in trained["inference"]:
-                            runs = [RunKey(d, a, m, loss, seed, inference) for seed in seeds]
-                            groups.append((StabilityKey(d, a, m, loss, inference), runs))
+                            runs = [RunKey(target, a, m, loss, seed, inference, trained_on) for seed in seeds]
+                            groups.append((StabilityKey(target, a, m, loss, runs[0].label), runs))
         return groups
 
     def section(self, *keys: str) -> Any:
@@ -442,7 +511,9 @@ def validate_config(raw: dict[str, Any], sources: tuple[str, ...] = ("params.yam
         raise ConfigError(f"{where}: {err}") from None
     _check_registry_params(config)
     _check_dataset_options(config)
+    _check_match_options(config)
     _check_matching_validation(config)
+    _check_dataset_table(config)
     return config
 
 
@@ -563,6 +634,40 @@ def _check_selected_splits(config: Config, spec: Any) -> None:
         if split not in chosen:
             where = f"{locate(config, 'datasets', spec.name, 'splits')}: datasets.{spec.name}.splits"
             raise ConfigError(f"{where}: leaves out {split!r}, but {why}; add it or remove the option")
+
+
+def _check_match_options(config: Config) -> None:
+    """``evaluation.match_threshold`` and ``evaluation.match_pairs``: a threshold borrowed from a
+    dataset of ``grid.datasets`` that has a validation split; released pairs only on datasets whose
+    release has them."""
+    evaluation = config.section("evaluation")
+    if "match_threshold" in evaluation:
+        where = f"{locate(config, 'evaluation', 'match_threshold')}: evaluation.match_threshold"
+        try:
+            rule = MatchRule.parse(evaluation["match_threshold"], where)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        if rule.kind == "borrowed":
+            if rule.dataset not in config.datasets:
+                raise ConfigError(
+                    f"{where}: borrows the threshold of {rule.dataset!r}, which is not in grid.datasets "
+                    f"({', '.join(config.datasets)}); its validation split must be prepared and attacked too"
+                )
+            why = config.missing_validation(str(rule.dataset))
+            if why is not None:
+                raise ConfigError(f"{where}: {rule.dataset!r} has no validation split to choose a threshold on: {why}")
+    if evaluation.get("match_pairs") == "released" and config.matching_protocols:
+        where = f"{locate(config, 'evaluation', 'match_pairs')}: evaluation.match_pairs"
+        lacking = [
+            name
+            for name in config.datasets
+            if not config.has_released_pairs(name)
+        ]
+        if lacking:
+            raise ConfigError(
+                f"{where}: 'released', but these datasets have no released matching pairs: {', '.join(lacking)} "
+                "(use 'auto' to draw negatives there)"
+            )
 
 
 def _check_matching_validation(config: Config) -> None:
@@ -711,6 +816,7 @@ def _check_models(config: Config) -> None:
         if dataset not in config.datasets:
             where = f"grid.trained.datasets[{i}]"
             raise UnknownNameError("dataset of grid.datasets", dataset, config.datasets, where=where)
+    _check_evaluate_on(config, trained)
     for dataset in trained["seeds_by_dataset"] if trained["models"] else []:
         if dataset not in trained["datasets"]:  # its seeds would train nothing: a misspelt or forgotten name
             raise UnknownNameError(
@@ -743,6 +849,39 @@ def _check_models(config: Config) -> None:
         )
 
 
+def _check_dataset_table(config: Config) -> None:
+    """``dataset_table.reference``: a dataset of grid.datasets whose ``reference_split`` is read."""
+    table = config.dataset_table
+    if table is None:
+        return
+    name, split = table["reference"], table["reference_split"]
+    if name not in config.datasets:
+        message = UnknownNameError("dataset of grid.datasets", name, config.datasets, where="dataset_table.reference")
+        raise ConfigError(f"{locate(config, 'dataset_table', 'reference')}: {message.message}")
+    spec = DATASETS.get(name) if name in DATASETS else None
+    chosen = config.dataset_options(name).get("splits")
+    if (spec is not None and spec.kind != LOCAL_SOURCE_KIND and split not in spec.splits) or (
+        chosen is not None and split not in chosen
+    ):
+        raise ConfigError(
+            f"{locate(config, 'dataset_table')}: dataset_table: {name!r} has no {split!r} split to compare the test "
+            "sets with (dataset_table.reference_split, default train)"
+        )
+
+
+def _check_evaluate_on(config: Config, trained: dict[str, Any]) -> None:
+    """``grid.trained.evaluate_on``: datasets of grid.datasets (the schema keeps them unique and
+    non-empty); an error names its file and line."""
+    names = trained["evaluate_on"]
+    if names is None or not trained["models"]:
+        return
+    for i, name in enumerate(names):
+        if name not in config.datasets:
+            where = f"grid.trained.evaluate_on[{i}]"
+            message = UnknownNameError("dataset of grid.datasets", name, config.datasets, where=where).message
+            raise ConfigError(f"{locate(config, 'grid', 'trained', 'evaluate_on', i)}: {message}")
+
+
 def _validate_robustness(config: Config) -> None:
     from csbench.perturbations import PERTURBATIONS
 
@@ -773,6 +912,11 @@ def _validate_robustness(config: Config) -> None:
         raise ValueError(
             f"robustness.protocol: {rob.get('protocol')!r} decides pairs and has no MRR to draw curves from; "
             "choose a ranking protocol (full-corpus, csn-1000, advtest, gecs-100)"
+        )
+    if PROTOCOLS.get(rob.get("protocol", "full-corpus")).texts != "test":
+        raise ValueError(
+            f"robustness.protocol: {rob.get('protocol')!r} ranks its own queries (the function names), which "
+            "the perturbations never change; choose a protocol of the test queries (full-corpus, csn-1000, ...)"
         )
 
 
@@ -832,6 +976,11 @@ def dvc_limitations(config: Config) -> list[str]:
             f"evaluate-trained stages iterate grid.datasets, so dvc repro would also train on "
             f"{', '.join(d for d in config.datasets if d not in trained['datasets'])}"
         )
+    if trained["models"] and trained["evaluate_on"] is not None:
+        notes.append(
+            f"grid.trained.evaluate_on ({', '.join(trained['evaluate_on'])}): dvc.yaml's evaluate-trained stages "
+            "evaluate each model on its training dataset only, not a model trained once on several datasets"
+        )
     if trained["models"] and trained["seeds_by_dataset"]:
         given = (config.raw["grid"].get("trained") or {}).get("seeds", TRAINED_DEFAULTS["seeds"])
         notes.append(
@@ -844,6 +993,12 @@ def dvc_limitations(config: Config) -> list[str]:
         notes.append(
             f"grid.trained.attacks ({', '.join(trained['attacks'])}) without {NOT_CONFUSED_TRAIN_ATTACK!r}: dvc.yaml's "
             "index-trained and evaluate-trained stages depend on the no_comment checkpoint of every trained run"
+        )
+    rule = config.match_rule
+    if config.matching_protocols and rule.kind == "borrowed":
+        notes.append(
+            f"evaluation.match_threshold borrows {rule.dataset}'s validation split: dvc.yaml's evaluate stages do "
+            f"not depend on it, so run {rule.dataset}'s attack stages first (dvc repro attack) or evaluate says so"
         )
     outside = config.robustness_outside_grid()
     notes += [f"{note} (dvc.yaml's matrices read the robustness lists as they are)" for note in outside]

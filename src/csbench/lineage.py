@@ -146,7 +146,7 @@ def remake(command: str) -> str:
 def run_args(run_key: RunKey) -> str:
     return (
         f"--dataset {run_key.dataset} --attack {run_key.attack} --model {run_key.model} --loss {run_key.loss} "
-        f"--seed {run_key.seed} --inference {run_key.inference}"
+        f"--seed {run_key.seed} --inference {run_key.label}"
     )
 
 

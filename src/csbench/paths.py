@@ -115,6 +115,7 @@ PHASE_CODE: dict[str, tuple[str, ...]] = {
     "robust": ("evaluate", "models", "code/tokens.py", "code/parsing.py"),
     "robustness": ("evaluate/robustness.py", "evaluate/robust_report.py", "results/plots.py"),
     "aggregate": ("results", "evaluate/stability.py"),
+    "dataset-table": ("results/dataset_table.py",),
 }
 PACKAGE_DIR = Path(__file__).resolve().parent
 

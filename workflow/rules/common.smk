@@ -101,11 +101,28 @@ def _alternatives(names):
 
 
 def checkpoint_input(w):
-    """The trained encoder a run evaluates ({} for zero-shot runs)."""
-    run = RunKey(w.dataset, w.attack, w.model, w.loss, int(w.seed), w.inference)
+    """The trained encoder a run evaluates ({} for zero-shot runs): trained on the run's dataset, or
+    once on another (inference confused@<dataset>, grid.trained.evaluate_on) for every dataset it is
+    evaluated on, so one train job feeds the index jobs of all of them."""
+    run = RunKey.parse(w.dataset, w.attack, w.model, w.loss, int(w.seed), w.inference)
     if run.training is None:
         return {}
     return {"checkpoint": f"{paths.checkpoint_dir(run.training.path)}/best"}
+
+
+def matching_inputs(w):
+    """What a run's matching protocol reads besides the run's own attacked split: the release's
+    labelled pairs (prepare writes them beside card.json) and, for a threshold borrowed from another
+    dataset (evaluation.match_threshold: {dataset: X}), X's attacked validation split."""
+    if not CFG.matching_protocols:
+        return {}
+    inputs = {}
+    if CFG.has_released_pairs(w.dataset):
+        inputs["released_pairs_card"] = f"data/prepared/{w.dataset}/card.json"
+    rule_ = CFG.match_rule
+    if rule_.kind == "borrowed" and CFG.model_spec(w.model).family != "cross":
+        inputs["borrowed_valid"] = f"data/attacked/{rule_.dataset}/{w.attack}/valid.parquet"
+    return inputs
 
 
 def train_launch(wildcards, threads, resources):
@@ -134,7 +151,7 @@ wildcard_constraints:
     model=_alternatives(dict.fromkeys(CFG.models + CFG.trained["models"])),
     loss=_alternatives(["none", *CFG.trained["losses"]]),
     seed="[0-9]+",
-    inference=_alternatives(INFERENCE_TYPES),
+    inference=_alternatives(dict.fromkeys([*INFERENCE_TYPES, *(run.label for run in RUNS)])),
     split=_alternatives(SPLITS),
     perturbation="[a-z_]+",
 

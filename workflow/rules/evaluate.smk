@@ -24,6 +24,7 @@ rule index:
 
 rule evaluate:
     input:
+        unpack(matching_inputs),
         test="data/attacked/{dataset}/{attack}/test.parquet",
         codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
         index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.json",

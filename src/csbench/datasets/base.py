@@ -75,6 +75,9 @@ class ReaderError(ValueError):
 # A reader turns the raw files of a dataset into common-schema records (any split order),
 # skipping bad records into the report. It must stream: never hold the whole release in memory.
 Reader = Callable[[Path, dict[str, Any], SkipReport], Iterator[Record]]
+# A release's labelled matching pairs, by record id: (query_id, code_id, label 0/1, file line) in
+# release order, or None where the options select a file without labelled pairs.
+PairsReader = Callable[[Path, dict[str, Any], SkipReport], "Iterator[tuple[str, str, int, int]] | None"]
 
 
 OPTION_TYPES = ("choice", "list", "file", "directory")
@@ -171,6 +174,9 @@ class DatasetSpec:
     # exactly what the reader reads, from its options and what lies in data/raw/<dataset>/ (the
     # reader's own choices, e.g. a derived file where present); None: every file of ``files``
     needs: Callable[[dict[str, Any], Path], tuple[Need, ...]] | None = None
+    # the release's own labelled matching pairs (GeCS clf files: positives and their released negatives),
+    # for the matching protocol; None: the release has none (matching draws its negatives)
+    released_pairs: PairsReader | None = None
 
     def __post_init__(self) -> None:
         names = [option.name for option in self.options]

@@ -492,3 +492,175 @@ class _Head:
         scores = np.take_along_axis(self.score, source, axis=1)
         at = slots == position[:, None]
         return np.where(at, self.answers[:, None], codes), np.where(at, correct_score[:, None], scores)
+
+
+def chunk_matrix(queries: np.ndarray, codes: np.ndarray, distance: str | None) -> np.ndarray:
+    """The (codes × queries) matrix of one chunk, CodeSearchNet's ``compute_ranks`` layout (row i: code
+    i, column j: query j, the diagonal correct): ``scipy.spatial.distance.cdist(codes, queries,
+    distance)`` (float64, as the script computes it) for a metric, else the inner products in float64."""
+    q = np.asarray(queries, dtype=np.float32)
+    c = np.asarray(codes, dtype=np.float32)
+    if q.shape != c.shape or q.ndim != 2:
+        raise ValueError(f"a chunk needs as many query vectors {q.shape} as code vectors {c.shape}")
+    if distance is None:
+        return c.astype(np.float64) @ q.astype(np.float64).T
+    from scipy.spatial.distance import cdist
+
+    return cdist(c, q, metric=distance)
+
+
+def rank_chunk(matrix: np.ndarray, depth: int, *, lower_is_better: bool) -> RankResult:
+    """Ranks along the last axis of a square chunk matrix whose diagonal holds the correct entries
+    (CodeSearchNet's ``compute_ranks``: ``np.sum(distances <= correct, axis=-1)``): row i's rank is the
+    number of entries of row i at least as good as ``matrix[i, i]`` (``<=`` for distances, ``>=`` for
+    scores), itself included, so ties count against the model. A NaN correct entry ranks last (the
+    script would count 0 and divide by it); NaN elsewhere never counts. ``top[i]``: the columns of row
+    i best first (NaN last; equal entries by ascending column, the correct one after them, so its
+    position is rank - 1), ``top_scores`` their entries as scores (distances negated: higher is better)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"a chunk matrix must be square, not {m.shape}")
+    n = m.shape[0]
+    correct = np.diag(m).copy()
+    reached = m <= correct[:, None] if lower_is_better else m >= correct[:, None]
+    ranks = reached.sum(axis=1).astype(np.int64)
+    ranks[np.isnan(correct)] = n
+    key = m if lower_is_better else -m
+    key = np.where(np.isnan(key), np.inf, key)
+    columns = np.broadcast_to(np.arange(n), (n, n))
+    is_correct = np.eye(n, dtype=np.int8)
+    depth = min(max(depth, 0), n)
+    order = np.lexsort((columns, is_correct, key), axis=1)[:, :depth]
+    scores = np.take_along_axis(m, order, axis=1)
+    top_scores = -scores if lower_is_better else scores
+    return RankResult(ranks, order.astype(np.int64), top_scores, n, (n, n))
+
+
+# ------------------------------------------------------------------ argsort order (CodeXGLUE's run.py)
+# CodeXGLUE's AdvTest ``run.py`` and GraphCodeBERT's / UniXcoder's code-search ``run.py`` compute the
+# whole float32 score matrix ``np.matmul(nl_vecs, code_vecs.T)`` and read each query's candidates in the
+# order ``np.argsort(scores, axis=-1, kind="quicksort")[:, ::-1]``: a candidate's rank is its position
+# there, so among equal scores the order is whatever numpy's (unstable) quicksort leaves, reversed, not
+# against the model. The functions below give the very same positions while holding one block of score
+# rows at a time, and sort a whole row only when a tie makes the order matter.
+#
+# Deliberate difference: a NaN score is read as -inf (ranked last), where numpy sorts NaN after every
+# number, so the reversed order would rank a NaN-scored code first (a broken model would be rewarded).
+
+# Fewest query rows per matmul call: OpenBLAS computes a product with very few rows through other
+# kernels (measured: 1 and 7 rows gave other float32 roundings than the whole-matrix call; 45 and more
+# the same), so a block is never thinner than this unless all the queries are fewer.
+ARGSORT_MIN_ROWS = 64
+# Bytes per score-block entry: the float32 score, the answer mask and comparison masks, the argpartition
+# indices (int64) and one float32 temporary.
+_ARGSORT_BYTES = 4 + 3 + 8 + 4
+
+
+@dataclass
+class ArgsortRanks:
+    """Ranks in the descending ``np.argsort`` order of each query's score row.
+
+    ``ranks[i]``: 1-based position of query i's first answer (the first candidate carrying its key) in
+    that order; ``n_candidates + 1`` when no candidate carries its key (the answer is absent: the
+    reference scores it 0). ``top[i]``: the first ``depth`` candidates in that order (-1 padded when
+    there are fewer), ``top_scores[i]`` their scores (float64, NaN where ``top`` is -1; a NaN score shows
+    as NaN though it was ordered as -inf). ``tied[i]``: another candidate (not an answer) had exactly the
+    answer's score, so the rank is argsort's tie order, not a fact of the scores."""
+
+    ranks: np.ndarray
+    top: np.ndarray
+    top_scores: np.ndarray
+    tied: np.ndarray
+    n_candidates: int
+
+
+def rank_rows_argsort(scores: np.ndarray, row_keys: np.ndarray, column_keys: np.ndarray, depth: int) -> ArgsortRanks:
+    """Rank a block of score rows (``scores``: queries × candidates, as the model computed them) in
+    the reference's argsort order. Query i's answers are the candidates j with
+    ``column_keys[j] == row_keys[i]`` (its own code: the key is its index; a url-matched codebase: the
+    url's number); its rank is the position of the first of them.
+
+    Exact without sorting every row: the candidates scoring more than the best answer come before it
+    in any correct sort, so when no other candidate ties with that answer its position is one plus
+    their count; a row with such a tie is sorted whole, as the reference sorts it. The top list is read
+    from the ``depth + 1`` best scores when they are all distinct (then every sort agrees on them),
+    else from the whole sorted row."""
+    s = np.asarray(scores)
+    if not np.issubdtype(s.dtype, np.floating):
+        s = s.astype(np.float64)
+    if np.isnan(s).any():
+        s = np.where(np.isnan(s), -np.inf, s)
+    m, n = s.shape
+    depth = max(int(depth), 0)
+    row_keys = np.asarray(row_keys, dtype=np.int64).reshape(-1)
+    column_keys = np.asarray(column_keys, dtype=np.int64).reshape(-1)
+    if row_keys.size != m or column_keys.size != n:
+        raise ValueError(f"{row_keys.size} row keys and {column_keys.size} column keys for scores of shape {s.shape}")
+    answer = column_keys[None, :] == row_keys[:, None]
+    present = answer.any(axis=1)
+    target = np.where(answer, s, -np.inf).max(axis=1, initial=-np.inf) if n else np.full(m, -np.inf)
+    above = (s > target[:, None]).sum(axis=1)
+    tied = present & ((s == target[:, None]) & ~answer).any(axis=1)
+    ranks = np.where(present, above + 1, n + 1).astype(np.int64)
+    width = min(depth, n)
+    top = np.full((m, depth), -1, dtype=np.int64)
+    top_scores = np.full((m, depth), np.nan)
+    whole = tied.copy()  # rows sorted whole
+    if width and width < n:
+        kth = n - width - 1
+        best = np.argpartition(s, kth, axis=1)[:, kth:]  # the width + 1 best, unordered
+        values = np.take_along_axis(s, best, axis=1)
+        by_value = np.argsort(-values, axis=1, kind="stable")
+        best = np.take_along_axis(best, by_value, axis=1)
+        values = np.take_along_axis(values, by_value, axis=1)
+        whole |= (values[:, 1:] == values[:, :-1]).any(axis=1)
+        top[:, :width] = best[:, :width]
+    elif width:
+        whole[:] = True
+    for i in np.flatnonzero(whole):
+        order = np.argsort(s[i], kind="quicksort")[::-1]
+        if tied[i]:
+            ranks[i] = int(np.argmax(answer[i, order])) + 1
+        top[i, :width] = order[:width]
+    raw = np.asarray(scores)
+    taken = top[:, :width]
+    top_scores[:, :width] = np.take_along_axis(raw, taken, axis=1).astype(np.float64)
+    return ArgsortRanks(ranks, top, top_scores, tied, n)
+
+
+def rank_dense_argsort(
+    queries: np.ndarray,
+    codes: np.ndarray,
+    row_keys: np.ndarray,
+    column_keys: np.ndarray,
+    depth: int,
+    memory_mb: float = 256.0,
+    progress: bool = False,
+) -> ArgsortRanks:
+    """:func:`rank_rows_argsort` over the float32 inner products of ``queries`` with ``codes``, computed
+    as the reference computes them (``queries[rows] @ codes.T``: the codes whole, in their order, so
+    each score is the same float32 the reference's ``np.matmul(nl_vecs, code_vecs.T)`` gives), one
+    block of at least :data:`ARGSORT_MIN_ROWS` query rows at a time, sized from ``memory_mb``."""
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    c = np.ascontiguousarray(codes, dtype=np.float32)
+    if q.ndim != 2 or c.ndim != 2 or q.shape[1] != c.shape[1]:
+        raise ValueError(f"queries {q.shape} and codes {c.shape} must be matrices of the same width")
+    m, n = q.shape[0], c.shape[0]
+    row_keys = np.asarray(row_keys, dtype=np.int64)
+    ranks = np.zeros(m, dtype=np.int64)
+    top = np.full((m, max(int(depth), 0)), -1, dtype=np.int64)
+    top_scores = np.full(top.shape, np.nan)
+    tied = np.zeros(m, dtype=bool)
+    per_row = max(n, 1) * _ARGSORT_BYTES + max(int(depth), 0) * 24
+    rows = max(min(ARGSORT_MIN_ROWS, m), int(max(float(memory_mb), 0.0) * 2**20 // per_row), 1)
+    with tqdm(total=m, desc="rank", unit="query", disable=not progress, mininterval=2) as bar:
+        for start in range(0, m, rows):
+            stop = min(m, start + rows)
+            low = max(0, stop - rows)  # the last block reaches back: never a thin matmul
+            block = rank_rows_argsort(q[low:stop] @ c.T, row_keys[low:stop], column_keys, depth)
+            keep = slice(start - low, stop - low)
+            ranks[start:stop] = block.ranks[keep]
+            top[start:stop], top_scores[start:stop] = block.top[keep], block.top_scores[keep]
+            tied[start:stop] = block.tied[keep]
+            bar.update(stop - start)
+    return ArgsortRanks(ranks, top, top_scores, tied, n)

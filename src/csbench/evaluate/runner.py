@@ -25,8 +25,28 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from csbench.evaluate.metrics import rank_metrics, rank_of_correct
-from csbench.evaluate.protocols import PROTOCOLS, MatchingPairs, Plan, best_threshold, codebase_plan
+from csbench.evaluate.metrics import (
+    NDCG_CUTOFF,
+    RECALL_CUTOFFS,
+    ndcg_at,
+    rank_metrics,
+    rank_of_correct,
+    reciprocal_ranks,
+)
+from csbench.evaluate.protocols import (
+    FUNCNAME_KIND,
+    PROTOCOLS,
+    MatchingPairs,
+    MatchRule,
+    Plan,
+    best_threshold,
+    codebase_plan,
+    cosine_similarity,
+    decide,
+    funcname_pool,
+    matching_metrics,
+    without_special_tokens,
+)
 from csbench.models.integrity import IntegrityError, new_dir_beside, publish_dir, verify_dir
 
 DEFAULT_MEMORY_MB = 256.0  # evaluation.memory_mb: the ranking engine's score block
@@ -51,12 +71,36 @@ class ProtocolOutcome:
     run_lines: list[str] = field(default_factory=list)
 
     def metrics(self) -> dict:
-        return rank_metrics(np.asarray(self.ranks, dtype=np.int64), PROTOCOLS.get(self.protocol).mrr_cutoff)
+        ranks = np.asarray(self.ranks, dtype=np.int64)
+        cutoff = PROTOCOLS.get(self.protocol).mrr_cutoff
+        metrics = rank_metrics(ranks, cutoff)
+        absent = ranks > np.asarray(self.n_candidates, dtype=np.int64)
+        if absent.any():
+            # a query whose answer is in no candidate (a url-matched codebase lacking its url) has rank
+            # candidates + 1: reciprocal rank 0 and no hit at any cut, as run.py counts it; that rank
+            # enters the mean and median rank
+            metrics["mrr"] = float(np.where(absent, 0.0, reciprocal_ranks(ranks, cutoff)).mean())
+            metrics.update({f"r@{k}": float(((ranks <= k) & ~absent).mean()) for k in RECALL_CUTOFFS})
+            metrics[f"ndcg@{NDCG_CUTOFF}"] = float(np.where(absent, 0.0, ndcg_at(ranks)).mean())
+        return metrics
+
+
+def tie_note(n_tied: int) -> str:
+    """The outcome note of an argsort protocol whose ranks ``n_tied`` ties decided."""
+    return (
+        f"{n_tied} queries' correct code scored exactly as another candidate: placed in np.argsort's order "
+        "(quicksort, reversed), as the reference script places it, not against the model"
+    )
+
+
+def _with_ties(note: str, n_tied: int) -> str:
+    return "; ".join(part for part in (note, tie_note(n_tied) if n_tied else "") if part)
 
 
 @dataclass
 class MatchingOutcome:
-    """A matching protocol's decisions: one positive and one negative pair per test query."""
+    """A matching protocol's decisions, one per pair (the release's own pairs, or one positive and
+    one drawn negative per test query: ``pairs``), and how they were decided (``rule``)."""
 
     protocol: str
     plan_note: str
@@ -64,20 +108,28 @@ class MatchingOutcome:
     code_ids: list[str]
     labels: np.ndarray
     scores: np.ndarray
-    threshold: float | None  # a bi-encoder's threshold, chosen on the validation split
-    valid_accuracy: float | None  # accuracy of that threshold on the validation pairs
+    threshold: float | None  # None: a cross-encoder's head decided (or nothing was evaluated)
+    valid_accuracy: float | None  # accuracy of a chosen threshold on the validation pairs it was chosen on
     decisions: np.ndarray  # True: match
+    pairs: str = "drawn"  # "released": the release's own labelled pairs; "drawn": negatives drawn here
+    rule: str = ""  # how a score became a decision (MatchRule.describe, or the cross-encoder's head)
+    n_queries: int | None = None  # distinct queries among the pairs (None: n_pairs // 2)
 
     def metrics(self) -> dict:
         n = int(self.labels.size)
-        accuracy = float((self.decisions == self.labels.astype(bool)).mean()) if n else None
         return {
-            "accuracy": accuracy,
+            **matching_metrics(self.labels, self.decisions),
             "threshold": self.threshold,
             "valid_accuracy": self.valid_accuracy,
             "n_pairs": n,
-            "n_queries": n // 2,
+            "n_positive": int(np.asarray(self.labels).astype(bool).sum()),
+            "n_queries": n // 2 if self.n_queries is None else self.n_queries,
         }
+
+    def record(self) -> dict:
+        """What the run record (``metrics.json`` ``protocols``) states of this matching: which pairs
+        (released or drawn) and which decision rule."""
+        return {"pairs": self.pairs, "rule": self.rule}
 
     def lines(self) -> list[str]:
         """``query_id<TAB>code_id<TAB>label<TAB>score<TAB>decision`` per pair (matching.tsv)."""
@@ -105,7 +157,7 @@ def top_k(scores: np.ndarray, correct: int, k: int) -> np.ndarray:
     return head[order][:k]
 
 
-POOL_KINDS = ("test", "codebase", "valid")
+POOL_KINDS = ("test", "codebase", "valid", FUNCNAME_KIND)  # funcname: the FuncName test's texts
 
 
 @dataclass
@@ -271,9 +323,19 @@ def _plans(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | No
         protocol = PROTOCOLS.get(name)
         if protocol.uses_codebase and with_codebase:
             plans[name] = ("codebase", codebase_plan(pool["url"].tolist(), codebase["url"].tolist()))
-        else:
-            plans[name] = ("test", protocol.plan(ids))
+        elif protocol.texts == FUNCNAME_KIND and not _has_func_names(pool):
+            plans[name] = ("test", Plan([], np.full(len(ids), -1, dtype=np.int64), NO_FUNC_NAMES_NOTE))
+        else:  # the test pool's records, or their FuncName texts (csn-funcname)
+            plans[name] = (protocol.texts, protocol.plan(ids))
     return plans
+
+
+NO_FUNC_NAMES_NOTE = "the test pool has no function names (func_name): the FuncName test is not evaluated"
+
+
+def _has_func_names(pool: pd.DataFrame) -> bool:
+    """Whether any record of ``pool`` names its function (GeCS's and StatCodeSearch's records do not)."""
+    return "func_name" in pool and any(isinstance(name, str) and name for name in pool["func_name"])
 
 
 def has_valid(valid: pd.DataFrame | None) -> bool:
@@ -303,6 +365,8 @@ def build_index(
     """Index each pool the protocols need with a new retriever from ``factory`` (one encoding each)."""
     kinds = pool_kinds(pool, protocols, codebase, valid)
     frames = {"test": pool, "codebase": codebase, "valid": valid}
+    if FUNCNAME_KIND in kinds:
+        frames[FUNCNAME_KIND] = funcname_pool(pool)
     t0 = time.perf_counter()
     retrievers, pool_ids = {}, {}
     for kind in kinds:
@@ -324,21 +388,27 @@ def evaluate_pool(
     valid: pd.DataFrame | None = None,
     valid_retriever=None,
     memory_mb: float = DEFAULT_MEMORY_MB,
+    funcname_retriever=None,
+    matching_setup: MatchingSetup | None = None,
 ) -> tuple[dict[str, ProtocolOutcome | MatchingOutcome], dict[str, float]]:
     """Rank the queries of the test split ``pool`` under each protocol.
 
     Test-pool protocols rank each query against test codes (its own code is the answer). When a
     non-empty ``codebase`` is given (with a second retriever for it), protocols that use the
     codebase rank against it instead, the answer being the codebase entry with the query's url.
-    A matching protocol also needs the validation split ``valid`` and a retriever for it.
-    Each retriever indexes its pool once; each query is scored once per pool.
+    A matching protocol also needs the validation split ``valid`` and a retriever for it (where
+    ``matching_setup`` chooses its threshold there, the default). Each retriever indexes its pool
+    once; each query is scored once per pool.
     """
     if codebase is not None and len(codebase) > 0 and codebase_retriever is None:
         raise ValueError("a codebase needs its own retriever")
     given = {"test": retriever, "codebase": codebase_retriever, "valid": valid_retriever}
+    given[FUNCNAME_KIND] = funcname_retriever
     kinds = pool_kinds(pool, protocols, codebase, valid)
     if "valid" in kinds and valid_retriever is None:
         raise ValueError("the matching protocol needs a retriever for the validation split")
+    if FUNCNAME_KIND in kinds and funcname_retriever is None:
+        raise ValueError("csn-funcname needs a retriever of its own for the FuncName texts")
     ordered = iter([given[kind] for kind in kinds])  # build_index asks in pool_kinds order
     index = build_index(lambda: next(ordered), pool, protocols, codebase, valid)
     return search(
@@ -351,12 +421,70 @@ def evaluate_pool(
         codebase=codebase,
         valid=valid,
         memory_mb=memory_mb,
+        matching_setup=matching_setup,
     )
 
 
 def _is_dense(retriever: Any) -> bool:
     """A retriever whose scores are inner products of vectors it exposes (the ranking engine's path)."""
     return getattr(retriever, "code_vectors", None) is not None and hasattr(retriever, "query_matrix")
+
+
+MATCH_PAIRS = ("auto", "released", "drawn")  # evaluation.match_pairs
+
+
+@dataclass(frozen=True)
+class MatchingSetup:
+    """Which pairs a matching protocol decides and how (``evaluation.match_pairs`` and
+    ``evaluation.match_threshold``).
+
+    ``released``: the release's labelled pairs (:data:`csbench.evaluate.protocols.RELEASED_COLUMNS`),
+    None where it has none. ``pairs``: ``auto`` (the released pairs where the release has negative
+    pairs, else one drawn negative per query), ``released`` (the released pairs, an error where
+    there are none) or ``drawn``. ``rule``: the :class:`MatchRule`. ``borrowed``: for a borrowed
+    threshold, the validation split it is chosen on and a retriever that indexed it.
+    ``special_tokens``: the model tokenizer's sep / cls / pad / eos tokens (:func:`gecs_special_tokens`);
+    released pairs whose texts hold one are not evaluated, as GeCS's scripts skip them."""
+
+    released: pd.DataFrame | None = None
+    pairs: str = "auto"
+    rule: MatchRule = field(default_factory=MatchRule)
+    borrowed: tuple[pd.DataFrame, Any] | None = None
+    special_tokens: tuple[str, ...] = ()  # released pairs holding one are skipped, as eval_clf*.py does
+
+    def __post_init__(self) -> None:
+        if self.pairs not in MATCH_PAIRS:
+            raise ValueError(f"evaluation.match_pairs: {self.pairs!r} is not one of {', '.join(MATCH_PAIRS)}")
+
+    def pairs_of(self, protocol: Any, ids: list[str]) -> MatchingPairs:
+        """The pairs ``protocol`` decides over the pool ``ids``, with a note where ``auto`` had to
+        draw: the release gives no negative pair (e.g. a sample file of positive lines only)."""
+        released = self.released
+        negatives = released is not None and bool((released["label"] == 0).any())
+        if self.pairs == "released" and released is None:
+            raise ValueError("evaluation.match_pairs is 'released', but the dataset has no released matching pairs")
+        if self.pairs == "released" or (self.pairs == "auto" and negatives):
+            return protocol.pairs(ids, released)
+        drawn = protocol.pairs(ids)
+        if self.pairs == "auto" and released is not None:
+            note = (
+                f"the release's labelled pairs ({len(released)}) hold no negative pair: one negative per query "
+                f"drawn instead (seed {protocol.seed})"
+            )
+            return MatchingPairs(drawn.queries, drawn.codes, drawn.labels, "drawn", note)
+        return drawn
+
+
+def gecs_special_tokens(retriever: Any) -> tuple[str, ...]:
+    """The sep, cls, pad and eos tokens of the tokenizer behind ``retriever`` (a cross-encoder's or a
+    Hugging Face bi-encoder's), which GeCS's ``eval_clf*.py`` refuses in a pair's texts; () for a
+    model without one (BM25)."""
+    holder = retriever.model if getattr(retriever, "decides_matches", False) else getattr(retriever, "encoder", None)
+    tokenizer = getattr(holder, "tokenizer", None)
+    if tokenizer is None:
+        return ()
+    found = (getattr(tokenizer, f"{kind}_token", None) for kind in ("sep", "cls", "pad", "eos"))
+    return tuple(dict.fromkeys(str(token) for token in found if token))
 
 
 def search(
@@ -371,10 +499,12 @@ def search(
     valid: pd.DataFrame | None = None,
     memory_mb: float = DEFAULT_MEMORY_MB,
     latency: bool = True,
+    matching_setup: MatchingSetup | None = None,
 ) -> tuple[dict[str, ProtocolOutcome | MatchingOutcome], dict[str, float]]:
     """Rank each query of the test split ``pool`` (or ``queries``, one text per test record: a
     perturbed query set) against the indexed pools under each protocol; decide the pairs of a
-    matching protocol (its threshold chosen on ``valid``, the validation split). ``latency``:
+    matching protocol (which pairs and how: ``matching_setup``, by default drawn negatives and the
+    threshold chosen on ``valid``, the validation split). ``latency``:
     also time ``LATENCY_SAMPLE`` queries answered one at a time (the timings' latency figures);
     a caller that discards the timings turns it off, since one-by-one encoding dominates a dense
     model's search."""
@@ -384,7 +514,7 @@ def search(
     missing = set(kinds) - set(index.retrievers)
     if missing:
         raise ValueError(f"the index has no {', '.join(sorted(missing))} pool")
-    frames = {"test": pool, "codebase": codebase, "valid": valid}
+    frames = {"test": pool, "codebase": codebase, "valid": valid, FUNCNAME_KIND: pool}  # funcname: the same ids
     for kind in kinds:  # an index of other pools (another dataset, attack or study) would rank wrong ids
         if index.pool_ids[kind] != frames[kind]["id"].tolist():
             raise ValueError(f"the index's {kind} pool is not the {kind} split read now: re-run `csbench index`")
@@ -393,16 +523,25 @@ def search(
     if len(queries) != len(ids):
         raise ValueError(f"{len(queries)} queries for {len(ids)} test records")
     searched = [kind for kind in kinds if kind != "valid"]
-    preparers = [getattr(index.retrievers[kind], "prepare_queries", None) for kind in searched]
-    preparers = [prepare for prepare in preparers if prepare is not None]
-    for prepare in preparers:
+    # the FuncName test's queries are the function names (a perturbed query set leaves them as they are)
+    kind_queries = {FUNCNAME_KIND: funcname_pool(pool)["query"].tolist()} if FUNCNAME_KIND in kinds else {}
+    preparers = [(kind, getattr(index.retrievers[kind], "prepare_queries", None)) for kind in searched]
+    preparers = [(kind, prepare) for kind, prepare in preparers if prepare is not None]
+    for _, prepare in preparers:
         prepare([])  # forget the vectors of an earlier query set: the latencies encode each query
     latencies = _query_latencies(index, searched, queries) if latency else []
     t0 = time.perf_counter()
-    for prepare in preparers:  # dense retrievers encode all queries at once, in batches
-        prepare(queries)
-    pairs = {name: PROTOCOLS.get(name).pairs(ids) for name in matching}
-    job = _Search(index, plans, pairs, ids, queries, run_depth, run_name, memory_mb, progress)
+    for kind, prepare in preparers:  # dense retrievers encode all queries at once, in batches
+        prepare(kind_queries.get(kind, queries))
+    setup = matching_setup or MatchingSetup()
+    pairs = {name: setup.pairs_of(PROTOCOLS.get(name), ids) for name in matching}
+    if setup.special_tokens and any(p.source == "released" for p in pairs.values()):
+        codes = pool["code"].tolist()
+        pairs = {
+            name: without_special_tokens(p, queries, codes, setup.special_tokens) if p.source == "released" else p
+            for name, p in pairs.items()
+        }
+    job = _Search(index, plans, pairs, ids, queries, run_depth, run_name, memory_mb, progress, kind_queries)
     if all(hasattr(index.retrievers[kind], "score_pairs") for kind in searched):
         outcomes, pair_scores = _search_pairs(job)
     elif all(_is_dense(index.retrievers[kind]) for kind in searched):
@@ -410,7 +549,7 @@ def search(
     else:
         outcomes, pair_scores = _search_rows(job)
     for name in matching:
-        outcomes[name] = _decide(name, index, pairs[name], pair_scores[name], ids, valid)
+        outcomes[name] = _decide(name, index, pairs[name], pair_scores[name], ids, valid, queries, setup)
     t_search = time.perf_counter() - t0
     timings = {"index_s": round(index.index_s, 3), "search_s": round(t_search, 3), **index.efficiency()}
     if latencies:
@@ -433,6 +572,11 @@ class _Search:
     run_name: str
     memory_mb: float
     progress: bool
+    kind_queries: dict[str, list[str]] = field(default_factory=dict)  # a pool kind's own queries (FuncName)
+
+    def queries_of(self, kind: str) -> list[str]:
+        """The queries ranked against the ``kind`` pool."""
+        return self.kind_queries.get(kind, self.queries)
 
 
 Searched = tuple[dict[str, ProtocolOutcome], dict[str, np.ndarray]]  # outcomes, matching pair scores
@@ -447,13 +591,37 @@ def _search_rows(job: _Search) -> Searched:
     # pair j of a matching protocol is (query pairs.queries[j], code pairs.codes[j]): index them by query
     pair_rows = {name: _rows_by_query(p.queries, len(ids)) for name, p in pairs.items()}
     pool_ids = index.pool_ids
+    from csbench.evaluate import ranking
+
+    n_tied: dict[str, int] = {}  # argsort plans: queries whose rank a tie decided
+    # code-axis plans (CodeSearchNet's compute_ranks): each chunk's query x code scores, ranked at the end
+    chunk_scores = {
+        name: [np.empty((g.size, g.size)) for g in plan.groups]
+        for name, (_, plan) in plans.items()
+        if plan.axis == "code"
+    }
     for i in tqdm(range(len(ids)), desc=f"search {run_name}", unit="query", disable=not progress, mininterval=2):
         scores: dict[str, np.ndarray] = {}  # one row per pool kind, computed when first needed
         for name, (kind, plan) in plans.items():
             candidates = plan.candidates(i)
             if candidates is None:
                 continue
-            local = _row(scores, index, kind, queries[i])[candidates]
+            local = _row(scores, index, kind, job.queries_of(kind)[i])[candidates]
+            if name in chunk_scores:
+                chunk_scores[name][plan.group_of[i]][int(np.flatnonzero(candidates == i)[0])] = local
+                continue
+            if plan.order == "argsort":  # CodeXGLUE's run.py: the position in the row's argsort order
+                query_keys, pool_keys = plan.answer_keys()
+                result = ranking.rank_rows_argsort(
+                    local[None, :], query_keys[i : i + 1], pool_keys[candidates], max(run_depth, 1)
+                )
+                n_tied[name] = n_tied.get(name, 0) + int(result.tied[0])
+                kept = candidates[result.top[0][result.top[0] >= 0]]
+                best_ids = [pool_ids[kind][j] for j in kept]
+                top_scores = result.top_scores[0][result.top[0] >= 0]
+                rank = int(result.ranks[0])
+                _record(outcomes[name], ids[i], rank, candidates.size, best_ids, top_scores, run_depth, run_name)
+                continue
             correct = int(np.flatnonzero(candidates == plan.answer(i))[0])
             best = top_k(local, correct, max(run_depth, 1))
             names = pool_ids[kind]
@@ -472,7 +640,36 @@ def _search_rows(job: _Search) -> Searched:
             mine = pair_rows[name][i]
             if mine.size:
                 pair_scores[name][mine] = _row(scores, index, "test", queries[i])[p.codes[mine]]
+    for name, matrices in chunk_scores.items():
+        kind, plan = plans[name]
+        for group, matrix in zip(plan.groups, matrices, strict=True):
+            _record_chunk(outcomes[name], ids, pool_ids[kind], group, matrix.T, False, job)
+    for name, count in n_tied.items():
+        outcomes[name].plan_note = _with_ties(outcomes[name].plan_note, count)
     return outcomes, pair_scores
+
+
+def _record_chunk(
+    outcome: ProtocolOutcome,
+    ids: list[str],
+    names: list[str],
+    group: np.ndarray,
+    matrix: np.ndarray,
+    distances: bool,
+    job: _Search,
+) -> None:
+    """Record a code-axis chunk (``Plan.axis == "code"``): ``matrix`` is (codes x queries) with the
+    correct entries on the diagonal, ``distances`` (lower is better: the plan's ``cdist`` metric on a
+    retriever's vectors) or scores (a retriever without vectors, e.g. BM25, ranks by its own); each record's
+    rank is its code's rank of its own query among the chunk's queries, and its run lines list the
+    records whose queries its code ranks best (the run file's query id is the record whose code ranks)."""
+    from csbench.evaluate import ranking
+
+    result = ranking.rank_chunk(matrix, max(job.run_depth, 1), lower_is_better=distances)
+    for row, i in enumerate(group.tolist()):
+        best_ids = [names[j] for j in group[result.top[row]]]
+        rank, best_scores = int(result.ranks[row]), result.top_scores[row]
+        _record(outcome, ids[i], rank, group.size, best_ids, best_scores, job.run_depth, job.run_name)
 
 
 def _row(cache: dict[str, np.ndarray], index: PoolIndex, kind: str, query: str) -> np.ndarray:
@@ -546,14 +743,14 @@ def _record(
 
 def _search_dense(job: _Search) -> Searched:
     """Retrievers with vectors: each protocol ranked block-wise by the engine (no full score matrix)."""
-    index, plans, pairs, ids, queries = job.index, job.plans, job.pairs, job.ids, job.queries
+    index, plans, pairs, ids = job.index, job.plans, job.pairs, job.ids
     run_depth, run_name, memory_mb, progress = job.run_depth, job.run_name, job.memory_mb, job.progress
     from csbench.evaluate import ranking
 
     vectors = {}
     for kind in {kind for kind, _ in plans.values()} | ({"test"} if pairs else set()):
         retriever = index.retrievers[kind]
-        vectors[kind] = (retriever.query_matrix(queries), retriever.code_vectors)
+        vectors[kind] = (retriever.query_matrix(job.queries_of(kind)), retriever.code_vectors)
     outcomes: dict[str, ProtocolOutcome] = {}
     depth = max(run_depth, 1)
     for name, (kind, plan) in plans.items():
@@ -561,7 +758,29 @@ def _search_dense(job: _Search) -> Searched:
         names = index.pool_ids[kind]
         outcome = ProtocolOutcome(name, plan.note)
         per_query: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
-        if plan.per_query is not None:
+        if plan.axis == "code":  # CodeSearchNet's compute_ranks: each chunk's codes rank its queries
+            for group in plan.groups:
+                matrix = ranking.chunk_matrix(q_vectors[group], c_vectors[group], plan.distance)
+                _record_chunk(outcome, ids, names, group, matrix, plan.distance is not None, job)
+            outcomes[name] = outcome
+            continue
+        if plan.order == "argsort":  # CodeXGLUE's run.py: positions in each score row's argsort order
+            group = plan.groups[0]
+            members = np.flatnonzero(plan.group_of == 0)
+            query_keys, pool_keys = plan.answer_keys()
+            result = ranking.rank_dense_argsort(
+                q_vectors[members],
+                c_vectors[group],
+                query_keys[members],
+                pool_keys[group],
+                depth,
+                memory_mb=memory_mb,
+                progress=progress,
+            )
+            outcome.plan_note = _with_ties(outcome.plan_note, int(result.tied.sum()))
+            for row, i in enumerate(members.tolist()):
+                per_query[i] = (int(result.ranks[row]), group, result.top[row], result.top_scores[row])
+        elif plan.per_query is not None:
             rows = plan.per_query
             answer_pos = np.argmax(rows == np.array([plan.answer(i) for i in range(len(ids))])[:, None], axis=1)
             result = ranking.rank_candidates(q_vectors, c_vectors, rows, answer_pos, depth, memory_mb=memory_mb)
@@ -599,32 +818,78 @@ def _decide(
     scores: np.ndarray,
     ids: list[str],
     valid: pd.DataFrame | None,
+    queries: list[str] | None = None,
+    setup: MatchingSetup | None = None,
 ) -> MatchingOutcome:
-    """Match / no-match decisions of the test pairs, by the threshold that is most accurate on the
-    validation split's pairs (built the same way)."""
+    """Match / no-match decisions of the test pairs: a cross-encoder's head, else ``setup.rule``
+    (a threshold chosen on the validation split's drawn pairs, GeCS's fixed ``cosine > 0.5``, a
+    fixed value, or one chosen on another dataset's validation split)."""
     protocol = PROTOCOLS.get(name)
-    if getattr(index.retrievers["test"], "decides_matches", False):  # a cross-encoder's head decides
-        threshold, valid_accuracy = None, None
+    setup = setup or MatchingSetup()
+    rule = setup.rule
+    test = index.retrievers["test"]
+    threshold: float | None = None
+    valid_accuracy: float | None = None
+    notes = [pairs.note] if pairs.note else []
+    if getattr(test, "decides_matches", False):  # a cross-encoder's head decides
+        described = "the cross-encoder's head (match logit above no-match)"
         decisions = np.where(np.isnan(scores), False, scores > 0)
+    elif rule.uses_cosine:
+        described = rule.describe()
+        if _is_dense(test):  # GeCS thresholds the cosine of the two vectors, as torch computes it
+            if queries is None:
+                raise ValueError(f"{name}: the cosine rule needs the query texts")
+            q_vectors = test.query_matrix(queries)
+            scores = cosine_similarity(q_vectors[pairs.queries], test.code_vectors[pairs.codes])
+        else:
+            notes.append("not a vector model: the fixed threshold applies to its own score")
+        threshold = float(rule.value)
+        decisions = decide(scores, threshold, strict=True)
+    elif rule.kind == "borrowed":
+        if setup.borrowed is None:
+            raise ValueError(f"{name}: the threshold is borrowed from {rule.dataset}; its validation split is missing")
+        other, retriever = setup.borrowed
+        other_pairs = protocol.pairs(other["id"].tolist())
+        other_scores = pair_scores_of(retriever, other["query"].tolist(), other_pairs)
+        threshold, valid_accuracy = best_threshold(other_scores, other_pairs.labels)
+        described = rule.describe()
+        decisions = decide(scores, threshold, strict=False)
     elif "valid" not in index.retrievers or not has_valid(valid):
         empty = np.zeros(0)
-        return MatchingOutcome(name, NO_VALID_NOTE, [], [], empty.astype(int), empty, None, None, empty.astype(bool))
+        return MatchingOutcome(
+            name,
+            "; ".join([*notes, NO_VALID_NOTE]),
+            [],
+            [],
+            empty.astype(int),
+            empty,
+            None,
+            None,
+            empty.astype(bool),
+            pairs.source,
+            rule.describe(),
+            0,
+        )
     else:
         valid_pairs = protocol.pairs(valid["id"].tolist())
         valid_scores = pair_scores_of(index.retrievers["valid"], valid["query"].tolist(), valid_pairs)
         threshold, valid_accuracy = best_threshold(valid_scores, valid_pairs.labels)
-        decisions = np.where(np.isnan(scores), False, scores >= threshold)
+        described = rule.describe()
+        decisions = decide(scores, threshold, strict=False)
     test_ids = index.pool_ids["test"]
     return MatchingOutcome(
         name,
-        "",
+        "; ".join(notes),
         [ids[q] for q in pairs.queries],
         [test_ids[c] for c in pairs.codes],
         pairs.labels,
-        scores,
+        np.asarray(scores, dtype=np.float64),
         threshold,
         valid_accuracy,
         decisions,
+        pairs.source,
+        described,
+        pairs.n_queries,
     )
 
 

@@ -26,7 +26,10 @@ Input, as GeCS's ``experiments/utils.py``: the query is cut to ``max_query_len``
 CodeBERT": 50), then the pair to ``max_len`` (512) tokens, the longer side losing tokens first
 (``longest_first``). GeCS wrote the template by hand (``cls q sep c sep``: one separator for RoBERTa,
 no segment ids for BERT); here the tokenizer's own pair template is used, which is what the pretrained
-checkpoints saw in pair tasks.
+checkpoints saw in pair tasks. The inputs are those of the tokenizer's pair call, built from each distinct
+query and code tokenized once (:class:`_Pairs`: under gecs-100 a code is in 100 pairs), with the layout of
+the pair read off the tokenizer and checked against its pair call once per model (:func:`_pair_layout`);
+a tokenizer where that does not hold (a slow, Python one) keeps the pair call.
 
 Checkpoint (a directory written atomically by :meth:`CrossEncoder.save`; no pickle anywhere)::
 
@@ -42,7 +45,9 @@ from __future__ import annotations
 import difflib
 import json
 import shutil
+import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -257,20 +262,24 @@ class CrossEncoder(nn.Module):
     # -- features -------------------------------------------------------------------------------
     def _cap_queries(self, queries: Sequence[str]) -> list[str]:
         """Queries cut after their ``max_query_len``-th token (at its end offset, so the text is cut,
-        not re-decoded; the cut text tokenizes to those tokens)."""
+        not re-decoded; the cut text tokenizes to those tokens). Each distinct query is tokenized once."""
         cap = self.params["max_query_len"]
         queries = list(queries)
         if cap is None or not queries:
             return queries
+        distinct = list(dict.fromkeys(queries))
         encoded = self.tokenizer(
-            queries, add_special_tokens=False, truncation=True, max_length=cap, return_offsets_mapping=True
+            distinct, add_special_tokens=False, truncation=True, max_length=cap, return_offsets_mapping=True
         )
-        return [
-            query[: offsets[-1][1]] if len(offsets) == cap else query
-            for query, offsets in zip(queries, encoded["offset_mapping"], strict=True)
-        ]
+        cut = {
+            query: query[: offsets[-1][1]] if len(offsets) == cap else query
+            for query, offsets in zip(distinct, encoded["offset_mapping"], strict=True)
+        }
+        return [cut[query] for query in queries]
 
     def _encode(self, queries: Sequence[str], codes: Sequence[str], padding: bool) -> Any:
+        """The tokenizer's own pair call on every pair (the reference :class:`_Pairs` reproduces, and
+        the path for tokenizers it cannot reproduce)."""
         return self.tokenizer(
             self._cap_queries(queries),
             list(codes),
@@ -280,19 +289,50 @@ class CrossEncoder(nn.Module):
             return_tensors="pt" if padding else None,
         )
 
-    def features(self, queries: Sequence[str], codes: Sequence[str]) -> Features:
-        """Tokenized pairs, padded to the batch: ``input_ids``, ``attention_mask`` (and ``token_type_ids``
-        where the tokenizer makes them and the network reads them: BERT)."""
-        if len(queries) != len(codes):
-            raise ValueError(f"{len(queries)} queries but {len(codes)} codes")
-        batch = self._encode(queries, codes, padding=True)
+    def _pairs(self, queries: Sequence[str], codes: Sequence[str]) -> _Pairs | None:
+        """The pairs with each distinct (capped) query and code tokenized once, or None where the
+        tokenizer's pair inputs cannot be rebuilt exactly (see :func:`_pair_layout`; then :meth:`_encode`)."""
+        if not len(queries):
+            return None
+        layout = self._layout()
+        if layout is None:
+            return None
+        return _Pairs.tokenize(layout, self.tokenizer, self._cap_queries(queries), list(codes))
+
+    def _layout(self) -> _PairLayout | None:
+        """:func:`_pair_layout` of the tokenizer at this ``max_len``, found once (and checked) per setting."""
+        tok = self.tokenizer
+        key = (id(tok), self.params["max_len"], getattr(tok, "truncation_side", None))
+        key += (getattr(tok, "padding_side", None), tok.pad_token_id)
+        cache = self.__dict__.setdefault("_layouts", {})
+        if key not in cache:
+            cache[key] = _pair_layout(self)
+        return cache[key]
+
+    def _select(self, batch: Any) -> Features:
         keys = ["input_ids", "attention_mask"]
         if "token_type_ids" in batch and self.network.config.model_type not in ("t5", "roberta"):
             keys.append("token_type_ids")
         return {key: batch[key] for key in keys}
 
+    def features(self, queries: Sequence[str], codes: Sequence[str]) -> Features:
+        """Tokenized pairs, padded to the batch: ``input_ids``, ``attention_mask`` (and ``token_type_ids``
+        where the tokenizer makes them and the network reads them: BERT). Exactly the tokenizer's pair
+        call (``tokenizer(queries, codes, truncation="longest_first", ...)``), each distinct text
+        tokenized once (:class:`_Pairs`)."""
+        if len(queries) != len(codes):
+            raise ValueError(f"{len(queries)} queries but {len(codes)} codes")
+        pairs = self._pairs(queries, codes)
+        batch = pairs.batch(range(len(pairs))) if pairs is not None else self._encode(queries, codes, padding=True)
+        return self._select(batch)
+
     def lengths(self, queries: Sequence[str], codes: Sequence[str]) -> list[int]:
         """Input length of each pair in tokens (specials included), for length-sorted batches."""
+        if len(queries) != len(codes):
+            raise ValueError(f"{len(queries)} queries but {len(codes)} codes")
+        pairs = self._pairs(queries, codes)
+        if pairs is not None:
+            return pairs.lengths().tolist()
         out: list[int] = []
         for start in range(0, len(queries), LENGTH_CHUNK):
             stop = start + LENGTH_CHUNK
@@ -330,9 +370,14 @@ class CrossEncoder(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            batches = length_sorted_batches(self.lengths(queries, codes), batch_size)
+            pairs = self._pairs(queries, codes)  # each distinct query and code tokenized once for the call
+            lengths = pairs.lengths() if pairs is not None else self.lengths(queries, codes)
+            batches = length_sorted_batches(lengths, batch_size)
             for batch in tqdm(batches, desc="score pairs", unit="batch", disable=not progress, mininterval=2):
-                features = self.features([queries[i] for i in batch], [codes[i] for i in batch])
+                if pairs is not None:
+                    features = self._select(pairs.batch(batch))
+                else:
+                    features = self.features([queries[i] for i in batch], [codes[i] for i in batch])
                 logits = self({k: v.to(device) for k, v in features.items()}).double().cpu()
                 out[batch] = (logits[:, 1] - logits[:, 0]).numpy()
         finally:
@@ -402,6 +447,208 @@ def _load_network(source: str | Path, p: dict[str, Any], fresh_head: bool) -> tu
     if fresh_head:  # the pretrained checkpoint's config, set to GeCS's two labels
         kwargs["config"] = _label_config(AutoConfig.from_pretrained(source, trust_remote_code=p["trust_remote_code"]))
     return AutoModelForSequenceClassification.from_pretrained(source, **kwargs), tokenizer, None
+
+
+# --------------------------------------------------------------------------------------------- pair inputs
+@dataclass(frozen=True)
+class _PairLayout:
+    """How the tokenizer's pair call lays out one pair: ``head`` A ``middle`` B ``tail``, A the query's
+    tokens with type id ``a_type`` and B the code's with ``b_type``, the special tokens' ids and type ids
+    read off a pair the tokenizer encoded (:func:`_pair_layout`); with the settings of the pair call in
+    :meth:`CrossEncoder._encode` (truncation to ``max_len``, padding to the batch's longest)."""
+
+    head: tuple[int, ...]
+    head_types: tuple[int, ...]
+    a_type: int
+    middle: tuple[int, ...]
+    middle_types: tuple[int, ...]
+    b_type: int
+    tail: tuple[int, ...]
+    tail_types: tuple[int, ...]
+    room: int  # max_len minus the special tokens: the tokens query and code share
+    keep_last: bool  # truncation_side "left": a truncated side keeps its last tokens
+    pad_id: int
+    pad_type_id: int
+    pad_left: bool
+    token_type_ids: bool  # the keys the pair call returns
+    attention_mask: bool
+
+    @property
+    def specials(self) -> int:
+        return len(self.head) + len(self.middle) + len(self.tail)
+
+    def truncate(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens kept of queries of ``a`` tokens paired with codes of ``b`` (arrays): the ``longest_first``
+        strategy of the Rust tokenizers (``truncate_encodings``, ``tokenizers/src/utils/truncation.rs``).
+        A pair within ``room`` is kept whole; otherwise, ``s <= l`` the sides' lengths, the longer side is
+        cut to ``max(s, room - s)`` (to ``s`` when ``s > room``), and if the two still exceed ``room`` they
+        keep ``room // 2`` and ``room // 2 + room % 2`` tokens, the extra one to the longer side (to the
+        code when they are as long); no side grows (``min`` with its length)."""
+        room = self.room
+        short = np.minimum(a, b)
+        n_long = np.where(short > room, short, np.maximum(short, room - short))
+        both = short + n_long > room
+        n_short = np.where(both, room // 2, short)
+        n_long = np.where(both, room // 2 + room % 2, n_long)
+        swap = a > b
+        over = a + b > room
+        if room == 0:  # tokenizers cuts both sides to nothing whatever their lengths
+            over = np.ones_like(over)
+        n1 = np.where(over, np.minimum(a, np.where(swap, n_long, n_short)), a)
+        n2 = np.where(over, np.minimum(b, np.where(swap, n_short, n_long)), b)
+        return n1, n2
+
+
+def _pair_layout(model: CrossEncoder) -> _PairLayout | None:
+    """The :class:`_PairLayout` of ``model``'s tokenizer, or None (with a warning where the tokenizer
+    is a fast one) when its pair call cannot be rebuilt from separately tokenized sides.
+
+    Detected, not assumed: a Rust ("fast") tokenizer encodes the two texts of a pair each on its own and
+    then truncates and adds the special tokens (``Tokenizer::encode``: ``encode_single_sequence`` of each
+    side, then ``post_process``), so a side's tokens in the pair are its tokens alone. The layout is read
+    off one pair the tokenizer encodes (its ``sequence_ids`` mark the query, the code and the special
+    tokens), checked to hold the sides' own tokens, then the rebuilt inputs are compared with the
+    tokenizer's pair call on 49 pairs of empty, short and long texts (either side, both or none cut,
+    equal lengths). Slow (Python) tokenizers are not rebuilt."""
+    tok = model.tokenizer
+    max_len = model.params["max_len"]
+    if not getattr(tok, "is_fast", False) or not hasattr(tok, "backend_tokenizer") or tok.pad_token_id is None:
+        return None
+    name = type(tok).__name__
+
+    def unusable(why: str) -> None:
+        warnings.warn(f"{name}: pair inputs are tokenized pair by pair ({why})", RuntimeWarning, stacklevel=3)
+
+    room = max_len - tok.num_special_tokens_to_add(pair=True)
+    if room < 0:
+        return None  # the pair call itself fails; let it say so
+    query, code = "sum of a list", "def total(xs):\n    return sum(xs)"
+    pair = tok([query], [code], truncation=False, padding=False)
+    encoding = pair.encodings[0] if pair.encodings else None
+    if encoding is None:
+        unusable("no encodings")
+        return None
+    ids, types, sequence = encoding.ids, encoding.type_ids, encoding.sequence_ids
+    own = tok([query, code], add_special_tokens=False)["input_ids"]
+    runs: list[tuple[int | None, int, int]] = []  # (sequence id, start, stop)
+    for i, s in enumerate(sequence):
+        if runs and runs[-1][0] == s:
+            runs[-1] = (s, runs[-1][1], i + 1)
+        else:
+            runs.append((s, i, i + 1))
+    pieces = [s for s, _, _ in runs]
+    if [s for s in pieces if s is not None] != [0, 1]:  # the query's tokens, then the code's, specials around
+        unusable(f"pair template {pieces}")
+        return None
+    ((_, a0, a1),), ((_, b0, b1),) = [r for r in runs if r[0] == 0], [r for r in runs if r[0] == 1]
+    if ids[a0:a1] != own[0] or ids[b0:b1] != own[1] or len(set(types[a0:a1])) != 1 or len(set(types[b0:b1])) != 1:
+        unusable("the pair does not hold each side's own tokens")
+        return None
+    layout = _PairLayout(
+        head=tuple(ids[:a0]), head_types=tuple(types[:a0]), a_type=types[a0],
+        middle=tuple(ids[a1:b0]), middle_types=tuple(types[a1:b0]), b_type=types[b0],
+        tail=tuple(ids[b1:]), tail_types=tuple(types[b1:]), room=room,
+        keep_last=tok.truncation_side == "left", pad_id=tok.pad_token_id, pad_type_id=tok.pad_token_type_id,
+        pad_left=tok.padding_side == "left", token_type_ids="token_type_ids" in pair,
+        attention_mask="attention_mask" in pair,
+    )  # fmt: skip
+    if layout.specials != len(ids) - len(own[0]) - len(own[1]) or layout.specials != max_len - room:
+        unusable("the special tokens do not add up")
+        return None
+    words = [" ".join(f"w{i}" for i in range(n)) for n in (max_len // 3, max_len, max_len + 1, 2 * max_len + 1)]
+    texts = ["", query, code, *words]
+    queries, codes = [q for q in texts for _ in texts], [c for _ in texts for c in texts]
+    rebuilt = _Pairs.tokenize(layout, tok, model._cap_queries(queries), codes).batch(range(len(queries)))
+    reference = model._encode(queries, codes, padding=True)
+    if list(rebuilt) != list(reference) or not all(torch.equal(rebuilt[k], reference[k]) for k in reference):
+        unusable("the rebuilt inputs differ from the pair call's")
+        return None
+    return layout
+
+
+class _Pairs:
+    """(query, code) pairs whose distinct queries and codes were tokenized once each (no special tokens,
+    no truncation), the inputs then put together by :class:`_PairLayout`: what the tokenizer's pair call
+    gives, without tokenizing a code again for each query it is paired with (gecs-100: 100 pairs a query)."""
+
+    def __init__(
+        self, layout: _PairLayout, query_ids: list[list[int]], code_ids: list[list[int]],
+        query_of: np.ndarray, code_of: np.ndarray, n1: np.ndarray, n2: np.ndarray,
+    ) -> None:  # fmt: skip
+        self.layout = layout
+        self.query_ids, self.code_ids = query_ids, code_ids
+        self.query_of, self.code_of = query_of, code_of
+        self.n1, self.n2 = n1, n2  # tokens kept of each pair's query and code
+
+    @classmethod
+    def tokenize(cls, layout: _PairLayout, tokenizer: Any, queries: Sequence[str], codes: Sequence[str]) -> _Pairs:
+        """Pairs ``(queries[i], codes[i])`` (queries already capped)."""
+        query_of, query_texts = _distinct(queries)
+        code_of, code_texts = _distinct(codes)
+        query_ids, query_len = _side_tokens(layout, tokenizer, query_texts)
+        code_ids, code_len = _side_tokens(layout, tokenizer, code_texts)
+        n1, n2 = layout.truncate(query_len[query_of], code_len[code_of])
+        return cls(layout, query_ids, code_ids, query_of, code_of, n1, n2)
+
+    def __len__(self) -> int:
+        return len(self.query_of)
+
+    def lengths(self) -> np.ndarray:
+        """Input length of each pair, special tokens included."""
+        return self.n1 + self.n2 + self.layout.specials
+
+    def batch(self, rows: Sequence[int] | np.ndarray) -> dict[str, Tensor]:
+        """The pair call's tensors for ``rows``: ``input_ids`` (``token_type_ids``) ``attention_mask``,
+        padded to the longest as the tokenizer pads (its pad id and pad type id, on its padding side)."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        lay = self.layout
+        n1, n2 = self.n1[rows], self.n2[rows]
+        sizes = n1 + n2 + lay.specials
+        width = int(sizes.max()) if len(rows) else 0
+        ids = np.full((len(rows), width), lay.pad_id, dtype=np.int64)
+        types = np.full((len(rows), width), lay.pad_type_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        head, middle, tail = list(lay.head), list(lay.middle), list(lay.tail)
+        head_t, middle_t, tail_t = list(lay.head_types), list(lay.middle_types), list(lay.tail_types)
+        for r, row in enumerate(rows.tolist()):
+            k1, k2 = int(n1[r]), int(n2[r])
+            query, code = self.query_ids[self.query_of[row]], self.code_ids[self.code_of[row]]
+            if lay.keep_last:
+                query, code = query[len(query) - k1 :], code[len(code) - k2 :]
+            else:
+                query, code = query[:k1], code[:k2]
+            start = width - int(sizes[r]) if lay.pad_left else 0
+            span = slice(start, start + int(sizes[r]))
+            ids[r, span] = head + query + middle + code + tail
+            types[r, span] = head_t + [lay.a_type] * k1 + middle_t + [lay.b_type] * k2 + tail_t
+            mask[r, span] = 1
+        out = {"input_ids": torch.from_numpy(ids)}
+        if lay.token_type_ids:
+            out["token_type_ids"] = torch.from_numpy(types)
+        if lay.attention_mask:
+            out["attention_mask"] = torch.from_numpy(mask)
+        return out
+
+
+def _distinct(texts: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """(index of each text among the distinct texts, the distinct texts in first-seen order)."""
+    seen: dict[str, int] = {}
+    index = np.asarray([seen.setdefault(text, len(seen)) for text in texts], dtype=np.int64)
+    return index, list(seen)
+
+
+def _side_tokens(layout: _PairLayout, tokenizer: Any, texts: list[str]) -> tuple[list[list[int]], np.ndarray]:
+    """Each text's token ids alone (no special tokens, no truncation), of which only the ``room`` a side
+    can keep are stored (its first, or last with left truncation), and its full length in tokens.
+    Tokenized ``LENGTH_CHUNK`` texts at a time (bounds the memory of the tokenizer's encodings)."""
+    kept: list[list[int]] = []
+    lengths: list[int] = []
+    room = layout.room
+    for start in range(0, len(texts), LENGTH_CHUNK):
+        for ids in tokenizer(texts[start : start + LENGTH_CHUNK], add_special_tokens=False, verbose=False)["input_ids"]:
+            lengths.append(len(ids))
+            kept.append(ids[max(0, len(ids) - room) :] if layout.keep_last else ids[:room])
+    return kept, np.asarray(lengths, dtype=np.int64)
 
 
 # --------------------------------------------------------------------------------------------- evaluation

@@ -345,7 +345,8 @@ def write_database(
     rows: list[dict] | None = None,
 ) -> None:
     """results.db: the long `results` table (see ``results_rows``), which `csbench results` reads;
-    and the tables it is built from or complements: `scores` and `runs` (one row per run: its
+    and the tables it is built from or complements: `protocols` (each protocol with the script it
+    reproduces), `scores` and `runs` (one row per run: its
     provenance and efficiency), `robustness_points` / `robustness_ir_auc` and `seed_stability` /
     `seed_spread` (seed spreads have no seed, so they are not in `results`). ``rows``: the
     ``results_rows`` of these arguments when the caller has them already (aggregate reuses them)."""
@@ -363,6 +364,8 @@ def write_database(
                 pairs.to_sql("seed_stability", con, index=False)
                 spreads.to_sql("seed_spread", con, index=False)
             con.execute("CREATE INDEX scores_run ON scores(run_id)")
+            names = list(scores["protocol"]) if "protocol" in scores.columns else []
+            protocols_frame(names).to_sql("protocols", con, index=False)
             write_results_table(con, rows)
         # sqlite3's context manager commits but does not close
         con.close()
@@ -380,6 +383,36 @@ def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
     if "mrr" in table.columns:
         table[DROP_COLUMN] = drop_vs_baseline(table)
     return table
+
+
+def protocols_frame(names: list[str]) -> pd.DataFrame:
+    """One row per protocol of ``names`` (sorted, once each): its name, the reference script that
+    defines it (``Protocol.reference``), its label (name with reference) and its description; the
+    ``protocols`` table of results.db."""
+    from csbench.evaluate.protocols import PROTOCOLS
+
+    rows = []
+    for name in sorted(set(names)):
+        protocol = PROTOCOLS.get(name) if name in PROTOCOLS else None
+        rows.append(
+            {
+                "protocol": name,
+                "reference": protocol.reference if protocol else "",
+                "label": protocol.label if protocol else name,
+                "description": protocol.description if protocol else "",
+            }
+        )
+    return pd.DataFrame(rows, columns=["protocol", "reference", "label", "description"])
+
+
+def protocols_markdown(names: list[str]) -> list[str]:
+    """The summary's legend: each protocol of the study with the script it reproduces."""
+    frame = protocols_frame(names)
+    if frame.empty:
+        return []
+    return ["", "Protocols (each with the script it reproduces):", ""] + [
+        f"- `{row.label}`: {row.description}" for row in frame.itertuples(index=False)
+    ]
 
 
 def relative_drop(attacked: float, baseline: float) -> float:
@@ -453,9 +486,12 @@ def summary_markdown(
     lines = [
         f"# csbench results: study `{study}`",
         "",
-        "One row per run and retrieval protocol. MRR under `full-corpus` is cut at rank 1,000; "
-        "ranks count ties against the model. `n/a`: the protocol evaluated no query (see notes). "
-        + DROP_TEXT,
+        "One row per run and retrieval protocol. MRR under `full-corpus` is cut at rank 1,000 and under "
+        "`advtest` at 100, both ranking ties in np.argsort's order as their reference scripts (CodeXGLUE's "
+        "run.py) do; other ranks count ties against the model. `csn-1000` is CodeSearchNet's model_test.py (each code "
+        "ranks the queries of its chunk of 1,000, or of the whole test split when smaller) and "
+        "`csn-funcname` its FuncName MRR (the function name's subtokens as the query). "
+        "`n/a`: the protocol evaluated no query (see notes). " + DROP_TEXT,
         "",
         "| " + " | ".join(table.columns) + " |",
         "|"
@@ -471,6 +507,7 @@ def summary_markdown(
             for c, v in zip(table.columns, row, strict=True)
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += protocols_markdown(list(table["protocol"]) if "protocol" in table.columns else [])
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"- {key}: {text}" for key, text in sorted(notes.items())]

@@ -107,7 +107,7 @@ def plot_severity(
     has a gap there (no line is drawn through a missing point)."""
     plt = _pyplot()
     metrics = list(scores)
-    if not metrics:  # the protocol scored no query (e.g. csn-1000 on a test split under 1,000 pairs)
+    if not metrics:  # the protocol scored no query (e.g. id-chunks-1000 on a test split under 1,000 pairs)
         fig, ax = plt.subplots(figsize=(6.4, 2.0), dpi=110)
         ax.text(0.5, 0.5, "no query was scored under this protocol (see the notes in summary.md)", ha="center")
         ax.set_axis_off()

@@ -26,6 +26,7 @@ from csbench.results.collect import (
     dvc_metrics,
     load_robustness,
     protocol_notes,
+    protocols_frame,
     results_rows,
     summary_markdown,
     summary_table,
@@ -39,16 +40,24 @@ SUMMARY_PAGE = f"summary{PAGE_SUFFIX}"  # tables/summary.html: the study's summa
 SUMMARY_TITLE = "Scores of every run"
 SUMMARY_CAPTION = (
     "One row per run and retrieval protocol (summary.csv): the clean scores of every run. MRR under "
-    "full-corpus is cut at rank 1,000; ranks count ties against the model; n/a: the protocol evaluated no "
+    "full-corpus is cut at rank 1,000 and advtest at 100, both ranking ties in np.argsort's order as their "
+    "reference scripts do; other ranks count ties against the model; n/a: the protocol evaluated no "
     "query. " + DROP_TEXT
 )
 
 
 def summary_page(frame: pd.DataFrame, title: str = SUMMARY_TITLE, caption: str = SUMMARY_CAPTION) -> str:
-    """A frame (summary.csv) as an HTML page with its title and caption above it; floats with 4
-    decimals, missing values as n/a."""
+    """A frame (summary.csv) as an HTML page with its title and caption above it, and below it
+    each protocol of the frame with the script it reproduces; floats with 4 decimals, missing values
+    as n/a."""
     table = frame.to_html(index=False, na_rep="n/a", float_format=lambda v: f"{v:.4f}", border=0)
-    return html_page(title, f"<h1>{html.escape(title)}</h1>\n<p>{html_text(caption)}</p>\n{table}")
+    legend = protocols_frame(list(frame["protocol"]) if "protocol" in frame.columns else [])
+    items = "".join(
+        f"<li><code>{html.escape(row.label)}</code>: {html.escape(row.description)}</li>"
+        for row in legend.itertuples(index=False)
+    )
+    protocols = f"\n<h2>Protocols</h2>\n<ul>{items}</ul>" if items else ""
+    return html_page(title, f"<h1>{html.escape(title)}</h1>\n<p>{html_text(caption)}</p>\n{table}{protocols}")
 
 
 def aggregate(

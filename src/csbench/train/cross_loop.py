@@ -25,7 +25,9 @@ Where this loop differs or GeCS is silent:
   GeCS's ``DataLoader(shuffle=True)`` kept it, unseeded;
 * GeCS trained for a fixed number of epochs without validation; here the matching accuracy on the
   validation split is measured ``validations_per_epoch`` times an epoch and recorded, early stopping is
-  off unless ``patience`` is set, and ``keep`` chooses the best or the last model.
+  off unless ``patience`` is set, and ``keep`` chooses the best or the last model. Without validation
+  pairs (a training set released without a validation split) and with ``keep="last"``, nothing is
+  measured and the last model is kept, exactly as GeCS's script.
 * no resumable training state (a killed run starts again): a GeCS run is a few epochs.
 
 ``batch_size`` is the global number of pairs per optimizer step, split into ``grad_accum`` micro-batches and
@@ -222,8 +224,11 @@ def train_cross(
     steps_per_epoch = len(queries) // config.batch_size
     if steps_per_epoch < 1:
         raise ValueError(f"{len(queries)} matching pairs make no batch of {config.batch_size}")
-    if not valid_queries:
-        raise ValueError("no validation pairs")
+    if not valid_queries and config.keep == "best":
+        raise ValueError(
+            "no validation pairs: keep 'best' chooses the model on them; train without validation with "
+            "keep: last (as GeCS's finetuning.py: a fixed number of epochs, the last model saved)"
+        )
     total_steps = config.epochs * steps_per_epoch
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
@@ -298,7 +303,7 @@ def train_cross(
 
             reason = stop_reason()
             due = (global_step - epoch * steps_per_epoch) in validation_points
-            if due or reason is not None:
+            if valid_queries and (due or reason is not None):
                 accuracy = validate()
                 history.append({
                     "step": global_step,

@@ -4,7 +4,10 @@ The GeCS release (Zenodo 10.5281/zenodo.8310891) stores every test set as jsonl 
 ``{"input": "<text> [CODESPLIT] <code>", "target": 0|1, "target_options": ["no_match", "match"]}``
 (``test_{go,java,javascript,php,ruby,adv,cosqa,statcodesearch}.jsonl``, ``train_adv.jsonl``); the
 sample files of the GeCS repository use ``[SEP]`` instead. Positive lines (target 1) become records;
-target-0 lines are counted as "negative pair".
+target-0 lines are counted as "negative pair". All lines, negatives included, are also the release's
+matching pairs (:func:`read_gecs_pairs`, the specs' ``released_pairs``): prepare writes them as
+``released_pairs.parquet`` and the ``matching`` protocol evaluates exactly those
+(``csbench.datasets.released_pairs``).
 
 ``statcodesearch``
     1,070 R comment / code pairs from OSF research projects. Read by default from the repository's
@@ -34,6 +37,7 @@ comment removal keeps it (``csbench.code.comments``), and the dataset card count
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,7 @@ from csbench.datasets.base import (
     DatasetOption,
     DatasetSpec,
     Need,
+    PairsReader,
     Reader,
     ReaderError,
     Record,
@@ -113,6 +118,44 @@ def read_gecs_file(
             yield record
 
 
+def read_gecs_pairs(path: Path, *, dataset: str, report: SkipReport) -> Iterator[tuple[str, str, int, int]]:
+    """The labelled pairs of one GeCS jsonl file, as (query_id, code_id, label, line) over the
+    records :func:`read_gecs_file` makes of it (id ``<dataset>:<line>`` of a positive line), in file
+    order: what ``experiments/eval_clf*.py`` evaluates, released negatives included.
+
+    A positive line is its own record's pair. A negative line (target 0) holds a query and a code
+    that GeCS's ``create_ds_*`` scripts copied from positive lines (each negative follows its
+    positive and pairs its query with another line's code): its query is the record of the nearest
+    positive line above it with that text (else the first with it), its code the record of the first
+    positive line with that code (equal texts encode equally). A negative whose query or code is in
+    no positive line is skipped (counted as "released negative without a positive line"), and so is a
+    line with more than one ``[CODESPLIT]``, which ``eval_clf*.py`` skips (its record, made from the
+    first separator, still serves the ranking protocols). Two passes over the file; only a digest of
+    each code is kept."""
+    codes: dict[bytes, int] = {}
+    queries: dict[str, int] = {}
+    for line, text, code, target in iter_gecs(path, SkipReport()):  # the second pass counts the skips
+        if target == 1:
+            codes.setdefault(hashlib.sha1(code.encode("utf-8", "surrogatepass")).digest(), line)
+            queries.setdefault(text, line)
+    last_positive: dict[str, int] = {}
+    for line, text, code, target in iter_gecs(path, report):
+        if "[CODESPLIT]" in text or "[CODESPLIT]" in code:  # eval_clf*.py splits it in more than two parts
+            report.skip("more than one [CODESPLIT] (eval_clf*.py skips the line)", path, line)
+            continue
+        if target == 1:
+            last_positive[text] = line
+            yield f"{dataset}:{line}", f"{dataset}:{line}", 1, line
+            continue
+        query_line = last_positive.get(text, queries.get(text))
+        code_line = codes.get(hashlib.sha1(code.encode("utf-8", "surrogatepass")).digest())
+        if query_line is None or code_line is None:
+            side = "query" if query_line is None else "code"
+            report.skip("released negative without a positive line", path, line, f"its {side} is in none")
+            continue
+        yield f"{dataset}:{query_line}", f"{dataset}:{code_line}", 0, line
+
+
 # --------------------------------------------------------------------------- statcodesearch
 
 STAT_NAME = "statcodesearch"
@@ -175,6 +218,17 @@ def read_statcodesearch(raw_dir: Path, options: dict[str, Any], report: SkipRepo
         raise ReaderError(f"dataset {STAT_NAME!r}: options.format must be 'json' or 'gecs', not {fmt!r}")
 
 
+def statcodesearch_pairs(
+    raw_dir: Path, options: dict[str, Any], report: SkipReport
+) -> Iterator[tuple[str, str, int, int]] | None:
+    """The released matching pairs of ``test_statcodesearch.jsonl`` (``options.format: gecs``);
+    None for ``statcodesearch.json``, which has no negatives (every pair matches)."""
+    if (options.get("format") or "json") != "gecs":
+        return None
+    path = _user_file(raw_dir, options, STAT_GECS, STAT_NAME, ZENODO + STAT_GECS)
+    return read_gecs_pairs(path, dataset=STAT_NAME, report=report)
+
+
 STATCODESEARCH = DatasetSpec(
     name=STAT_NAME,
     kind="release",
@@ -215,6 +269,7 @@ STATCODESEARCH = DatasetSpec(
     ),
     reader=read_statcodesearch,
     needs=statcodesearch_needs,
+    released_pairs=statcodesearch_pairs,
     expected_counts={"test": 1070},
     options=(
         DatasetOption(
@@ -261,6 +316,18 @@ def _gecs_reader(language: str, dataset: str) -> Reader:
     return read
 
 
+def _gecs_pairs(language: str, dataset: str) -> PairsReader:
+    default = f"test_{language}.jsonl"
+
+    def pairs(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> Iterator[tuple[str, str, int, int]]:
+        """The released matching pairs of the GeCS CodeSearchNet test file (``options["file"]``: another)."""
+        path = _user_file(raw_dir, options, default, dataset, ZENODO + default)
+        return read_gecs_pairs(path, dataset=dataset, report=report)
+
+    pairs.__name__ = f"{dataset.replace('-', '_')}_pairs"
+    return pairs
+
+
 def gecs_csn_spec(language: str) -> DatasetSpec:
     """``gecs-csn-{language}``: the GeCS copy of one language's CodeSearchNet test split."""
     name = f"gecs-csn-{language}"
@@ -294,6 +361,7 @@ def gecs_csn_spec(language: str) -> DatasetSpec:
         ),
         reader=_gecs_reader(language, name),
         needs=_gecs_needs(language),
+        released_pairs=_gecs_pairs(language, name),
         options=(
             DatasetOption(
                 "file",
