@@ -170,21 +170,47 @@ def test_total_variation_distance() -> None:
 # ------------------------------------------------------------------------------------------ the tiny study
 
 
+GECS_SAMPLES = {
+    "statcodesearch/sample_gecs_format.jsonl": "statcodesearch/sample_gecs_format.jsonl",
+    **{
+        f"gecs-csn-{lang}/{lang}_test_sample.jsonl": f"codesearchnet/gecs_samples/{lang}_test_sample.jsonl"
+        for lang in ("go", "java", "javascript", "php", "ruby")
+    },
+}
+
+
+def _as_released_clf(source: Path, target: Path) -> int:
+    """A GeCS sample (positives only) written as GeCS releases its ``clf`` test files: each item's
+    true pair and a false pair with another item's code, by GeCS's own ``create_cbt_jsonl_file`` loop
+    (tests/reference/gecs_clf.py, seed 42). Returns the number of lines."""
+    from reference.gecs_clf import create_cbt_lines
+
+    items = []
+    for line in source.read_text(encoding="utf-8").splitlines():
+        text = json.loads(line)["input"]
+        separator = " [CODESPLIT] " if " [CODESPLIT] " in text else " [SEP] "
+        docstring, code = text.split(separator, 1)
+        items.append({"docstring": docstring, "code": code})
+    lines = create_cbt_lines(items, seed=42)
+    target.write_text("".join(json.dumps(row) + "\n" for row in lines), encoding="utf-8")
+    return len(lines)
+
+
 def _place_samples(project: Path, shared: Path) -> None:
-    """The samples under data/raw/<dataset>/ as the tiny study's dataset options read them."""
+    """The samples under data/raw/<dataset>/ as the tiny study's dataset options read them; the GeCS
+    samples (positives only) as released ``clf`` files with their negatives (``_as_released_clf``)."""
     files = {
         "advtest/dataset/train.jsonl": shared / "advtest/train_sample.jsonl",
         "advtest/dataset/test.jsonl": shared / "advtest/test_sample_normalized.jsonl",
-        "statcodesearch/sample_gecs_format.jsonl": shared / "statcodesearch/sample_gecs_format.jsonl",
-        **{
-            f"gecs-csn-{lang}/{lang}_test_sample.jsonl": shared / f"codesearchnet/gecs_samples/{lang}_test_sample.jsonl"
-            for lang in ("go", "java", "javascript", "php", "ruby")
-        },
     }
     for relative, source in files.items():
         target = project / "data/raw" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target)
+    for relative, source in GECS_SAMPLES.items():
+        target = project / "data/raw" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _as_released_clf(shared / source, target)
 
 
 def _tiny_network(folder: Path) -> Path:
@@ -294,6 +320,9 @@ def test_tiny_study_one_checkpoint_serves_every_test_set(tiny_study: dict) -> No
         assert metrics["run"]["inference"] == "confused@advtest" and metrics["run"]["trained_on"] == "advtest"
         scores = {(s["protocol"], s["metric"]): s["value"] for s in metrics["scores"]}
         assert 0 < scores[("gecs-100", "mrr")] <= 1 and 0 <= scores[("matching", "accuracy")] <= 1
+        # the GeCS sets are matched on their released pairs (negatives included), AdvTest on drawn ones
+        matching = metrics["protocols"]["matching"]
+        assert matching["pairs"] == ("drawn" if dataset == "advtest" else "released"), (dataset, matching)
         index_file = project / "results/index" / dataset / f"none/{CROSS}/ce/0/confused@advtest/index.json"
         index = json.loads(index_file.read_text())
         assert best.strip() and "advtest/none/minilm-cross/ce/0" in json.dumps(index)
