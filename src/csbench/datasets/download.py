@@ -215,6 +215,21 @@ def _describe_pins(pins: tuple[str, ...]) -> str:
     return ", ".join(pin.replace("git-blob:", "git blob id ").replace("sha256:", "sha256 ") for pin in pins)
 
 
+def _downloaded_record(remote: RemoteFile, path: Path, digest: str, how: str) -> dict[str, Any]:
+    """The MANIFEST record of a file this run downloaded to ``path`` (verified by ``how``)."""
+    status = path.stat()
+    record = {
+        "sha256": digest,
+        "size": status.st_size,
+        "mtime_ns": status.st_mtime_ns,
+        "pinned": bool(pins_of(remote)),
+        "verified": how,
+    }
+    if how == "pinned git blob id":
+        record["git_blob"] = git_blob_id(path)
+    return record
+
+
 @dataclass(frozen=True)
 class Expected:
     """What a file must be: its pinned checksums, or the sha256 recorded earlier (trust on first
@@ -1041,16 +1056,7 @@ class _Run:
             return self._entry(remote, record, earlier or PLACED_BY_HAND)
         url, digest, how = self.net.download(remote, self.layout, final, expected)
         log.info("%s: downloaded from %s, verified (%s)", remote.path, url, how)
-        status = final.stat()
-        record = {
-            "sha256": digest,
-            "size": status.st_size,
-            "mtime_ns": status.st_mtime_ns,
-            "pinned": bool(pins_of(remote)),
-            "verified": how,
-        }
-        if how == "pinned git blob id":
-            record["git_blob"] = git_blob_id(final)
+        record = _downloaded_record(remote, final, digest, how)
         self.fresh[remote.path] = {"source": url, **record}
         return self._entry(remote, record, url)
 
@@ -1079,16 +1085,7 @@ class _Run:
         expected = self._expected(remote, self.previous.get(remote.path))
         url, digest, how = self.net.download(remote, self.layout, kept, expected)
         log.info("%s: downloaded from %s, verified (%s)", remote.path, url, how)
-        status = kept.stat()
-        record = {
-            "sha256": digest,
-            "size": status.st_size,
-            "mtime_ns": status.st_mtime_ns,
-            "pinned": bool(pins_of(remote)),
-            "verified": how,
-        }
-        if how == "pinned git blob id":
-            record["git_blob"] = git_blob_id(kept)
+        record = _downloaded_record(remote, kept, digest, how)
         return {**self._entry(remote, record, url), "archive": kept.relative_to(self.layout.dataset_dir).as_posix()}
 
     def _keep(self, path: Path) -> bool:
