@@ -142,6 +142,15 @@ def rank_blocks(
     return result
 
 
+def _float32_matrices(queries: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``queries`` and ``codes`` as contiguous float32 matrices of the same width (ValueError if not)."""
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    c = np.ascontiguousarray(codes, dtype=np.float32)
+    if q.ndim != 2 or c.ndim != 2 or q.shape[1] != c.shape[1]:
+        raise ValueError(f"queries {q.shape} and codes {c.shape} must be matrices of the same width")
+    return q, c
+
+
 def rank_dense(
     queries: np.ndarray,
     codes: np.ndarray,
@@ -155,10 +164,7 @@ def rank_dense(
     ``answers[i]``: row of ``codes`` holding query i's correct code, -1 = not evaluated. Codes with
     bitwise-identical vectors are scored once, so they tie exactly. See ``RankResult`` for what is
     returned (``top`` holds code rows)."""
-    q = np.ascontiguousarray(queries, dtype=np.float32)
-    c = np.ascontiguousarray(codes, dtype=np.float32)
-    if q.ndim != 2 or c.ndim != 2 or q.shape[1] != c.shape[1]:
-        raise ValueError(f"queries {q.shape} and codes {c.shape} must be matrices of the same width")
+    q, c = _float32_matrices(queries, codes)
     code_column, firsts = distinct_rows(c, memory_mb)
     gathered: list = [None, None]  # the current query block's vectors, gathered once for all its code blocks
 
@@ -199,11 +205,8 @@ def rank_candidates(
     identical vectors tie exactly), for query chunks whose gathered candidate vectors fit
     ``memory_mb``. Ranks are among the k candidates; ``top`` holds *positions in the query's
     candidate row* (map them with ``candidates[i, top[i]]``)."""
-    q = np.ascontiguousarray(queries, dtype=np.float32)
-    c = np.ascontiguousarray(codes, dtype=np.float32)
+    q, c = _float32_matrices(queries, codes)
     rows = np.asarray(candidates, dtype=np.int64)
-    if q.ndim != 2 or c.ndim != 2 or q.shape[1] != c.shape[1]:
-        raise ValueError(f"queries {q.shape} and codes {c.shape} must be matrices of the same width")
     if rows.ndim != 2 or rows.shape[0] != q.shape[0]:
         raise ValueError(f"candidates {rows.shape} must have one row per query ({q.shape[0]})")
     if rows.size and (rows.min() < 0 or rows.max() >= c.shape[0]):
@@ -641,10 +644,7 @@ def rank_dense_argsort(
     as the reference computes them (``queries[rows] @ codes.T``: the codes whole, in their order, so
     each score is the same float32 the reference's ``np.matmul(nl_vecs, code_vecs.T)`` gives), one
     block of at least :data:`ARGSORT_MIN_ROWS` query rows at a time, sized from ``memory_mb``."""
-    q = np.ascontiguousarray(queries, dtype=np.float32)
-    c = np.ascontiguousarray(codes, dtype=np.float32)
-    if q.ndim != 2 or c.ndim != 2 or q.shape[1] != c.shape[1]:
-        raise ValueError(f"queries {q.shape} and codes {c.shape} must be matrices of the same width")
+    q, c = _float32_matrices(queries, codes)
     m, n = q.shape[0], c.shape[0]
     row_keys = np.asarray(row_keys, dtype=np.int64)
     ranks = np.zeros(m, dtype=np.int64)
