@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 CSN_POOL = SHARED_DATA / "cosqa" / "code_idx_map.txt"  # CoSQA's code pool: CodeSearchNet Python functions
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from attack_specs import ADVTEST_NORMALIZE, ADVTEST_NORMALIZE_SCOPED, RENAMINGS  # noqa: E402
 from bench_extract_languages import read_sources  # noqa: E402
 
 CORPORA = {
@@ -68,16 +69,9 @@ CORPORA = {
 }
 ATTACKS = [
     "no_comment",
-    "full_hash",
-    "k_shift_dataset-3",
-    "k_shift_dataset-64",
-    "k_shift_snippet-3",
-    "k_shift_snippet-64",
-    "random_permutation",
-    "most_popular",
-    "ordered_id",
-    "advtest_normalize",  # (Python only: skipped for the other sets)
-    "advtest_normalize_scoped",
+    *RENAMINGS,
+    ADVTEST_NORMALIZE,  # (Python only: skipped for the other sets)
+    ADVTEST_NORMALIZE_SCOPED,
     "ordered_id+translation",
     "translation",
 ]

@@ -18,6 +18,7 @@ import os
 import sysconfig
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from csbench.code.extract import FilterSettings, extract_functions, normalized_code_key, rejection_reason
@@ -36,14 +37,22 @@ SOURCES: dict[str, tuple[list[str], tuple[str, ...]]] = {
 SKIP_DIRS = {"testdata", "site-packages", "__pycache__", "node_modules"}
 
 
-def read_sources(language: str, max_files: int | None) -> list[tuple[str, bytes]]:
-    """(path, bytes) of the language's source files in sorted order; R: only packages' R/ directories."""
+def first(items: list, limit: int | None) -> list:
+    """The first ``limit`` items (all with None)."""
+    return items[:limit]
+
+
+def read_sources(
+    language: str, max_files: int | None, pick: Callable[[list, int | None], list] = first
+) -> list[tuple[str, bytes]]:
+    """(path, bytes) of the language's source files (Java: members of src.zip), ``max_files`` of them
+    chosen by ``pick`` from the sorted list (default: the first); R: only packages' R/ directories."""
     roots, suffixes = SOURCES[language]
     if roots[0].endswith(".zip"):
         if not Path(roots[0]).is_file():
             return []
         with zipfile.ZipFile(roots[0]) as archive:
-            names = sorted(n for n in archive.namelist() if n.endswith(suffixes))[:max_files]
+            names = pick(sorted(n for n in archive.namelist() if n.endswith(suffixes)), max_files)
             return [(n, archive.read(n)) for n in names]
     found: list[Path] = []
     for root in roots:
@@ -52,7 +61,7 @@ def read_sources(language: str, max_files: int | None) -> list[tuple[str, bytes]
             if language == "r" and Path(dirpath).name != "R":
                 continue
             found.extend(Path(dirpath) / f for f in filenames if f.endswith(suffixes))
-    return [(str(p), p.read_bytes()) for p in sorted(found)[:max_files]]
+    return [(str(p), p.read_bytes()) for p in pick(sorted(found), max_files)]
 
 
 def parse_only(language: str, files: list[tuple[str, bytes]]) -> float:

@@ -35,7 +35,7 @@ from csbench.attacks import run_attack
 from csbench.evaluate.runner import build_index, search
 from csbench.models import MODELS
 from csbench.models.build import new_encoder, retriever_factory
-from csbench.train.loop import TrainConfig, train
+from csbench.train.bi_encoder import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -8,11 +8,11 @@ of the set ``benchmarks/bench_attacks.py`` uses, parsed once; then, best of ``--
 parse-only (``parse_snippet``), the captures of tree-sitter's ``Query`` and of ``WalkQuery`` for the
 same query source, grouped by capture name as the analysis takes them. Printed: microseconds per
 function, each as a ratio to parse-only, the walk against the query (below 1: the walk is faster),
-and whether the two gave the same captures. ``csbench.code.identifiers._WALKED`` lists the languages
-the walk is used for, chosen by the attacks' end-to-end time (benchmarks/bench_attacks.py), which a
-faster capture does not always improve: the walk allocates a node object for every node. The first
-line says whether the walk runs compiled (it is only ever used compiled: as plain Python it is the
-slower one).
+and whether the two gave the same captures. ``IdentifierRules.walked`` (``csbench.code.languages``)
+marks the languages the walk is used for, chosen by the attacks' end-to-end time
+(benchmarks/bench_attacks.py), which a faster capture does not always improve: the walk allocates a
+node object for every node. The first line says whether the walk runs compiled (it is only ever used
+compiled: as plain Python it is the slower one).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from csbench.code import identifiers, treequery
 from csbench.code.comments import parse_snippet
+from csbench.code.languages import language_spec
 from csbench.code.parsing import captures_by_name, get_query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,8 +49,8 @@ def measure(language: str, limit: int, repeat: int) -> str:
     if not codes:
         return f"{language:<11} no functions (sources absent)"
     trees = [parse_snippet(code, language).tree for code in codes]
-    source = identifiers._QUERIES[language]()
-    walk = treequery.WalkQuery(identifiers._tree_sitter_language(language), source)
+    source = identifiers.query_source(language)
+    walk = treequery.WalkQuery(identifiers.tree_sitter_language(language), source)
     query = get_query(language, source)
 
     def by_query(root):
@@ -74,7 +75,8 @@ def main() -> int:
     parser.add_argument("--functions", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    print(f"walk: {'compiled' if treequery.COMPILED else 'pure Python'}; used for {sorted(identifiers._WALKED)}")
+    walked = [n for n in LANGUAGES if language_spec(n).identifiers.walked]
+    print(f"walk: {'compiled' if treequery.COMPILED else 'pure Python'}; used for {walked}")
     print(f"{'language':<11} {'fns':>5} {'parse us':>9} {'query':>14} {'walk':>14} {'walk/query':>10}  same")
     for language in args.languages:
         print(measure(language, args.functions, args.repeat), flush=True)

@@ -29,18 +29,14 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from attack_specs import ADVTEST_NORMALIZE, ADVTEST_NORMALIZE_SCOPED, RENAMINGS  # noqa: E402
+
 ATTACKS = [
     "no_comment",
-    "full_hash",
-    "k_shift_dataset-3",
-    "k_shift_dataset-64",
-    "k_shift_snippet-3",
-    "k_shift_snippet-64",
-    "random_permutation",
-    "most_popular",
-    "ordered_id",
-    "advtest_normalize",  # python only since #21 (CodeXGLUE's token rules): skipped for the other languages
-    "advtest_normalize_scoped",  # the scope-aware normalisation that was advtest_normalize before #21
+    *RENAMINGS,
+    ADVTEST_NORMALIZE,  # python only since #21 (CodeXGLUE's token rules): skipped for the other languages
+    ADVTEST_NORMALIZE_SCOPED,  # the scope-aware normalisation that was advtest_normalize before #21
 ]
 
 
@@ -79,7 +75,6 @@ def shared_sets() -> dict[str, tuple[str, list[str]]]:
 
 def source_sets(limit: int) -> dict[str, tuple[str, list[str]]]:
     """Up to ``limit`` documented functions per language from the installed sources."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_extract_languages import SOURCES, read_sources
 
     from csbench.code.extract import extract_functions

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up csbench on a fresh machine: Debian packages (when apt is usable), a virtualenv in .venv
 # with torch 2.13.0 (CPU) installed first and everything else pinned by requirements.lock.
+# requirements.lock also pins mkdocs and mkdocs-material, which build the documentation site (docs/,
+# mkdocs.yml; tests/test_docs.py runs `mkdocs build --strict`).
 # Idempotent: a second run checks stamps and returns in about a second.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -67,6 +69,10 @@ PY
 COMPILED_SOURCES=(
   src/csbench/code/identifiers.py src/csbench/code/comments.py src/csbench/code/parsing.py
   src/csbench/code/treequery.py src/csbench/attacks/__init__.py src/csbench/attacks/renaming.py
+  src/csbench/attacks/engine.py
+  src/csbench/code/languages/_python_scopes.py src/csbench/code/languages/go.py
+  src/csbench/code/languages/java.py src/csbench/code/languages/javascript.py src/csbench/code/languages/php.py
+  src/csbench/code/languages/ruby.py src/csbench/code/languages/r.py
 )
 
 install_python_packages() {

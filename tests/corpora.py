@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from csbench.code.extract import extract_functions
+from csbench.code.languages.python import METHOD_DECORATORS as _METHOD_DECORATORS
+from csbench.code.languages.python import RECEIVERS as _RECEIVERS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
@@ -99,33 +101,28 @@ THESIS_SNIPPET = """def _check_series_localize_t(s, timezone):
         return s
 """
 
-# Section 3.3.6, Ordered ID (on the comment-free code of 3.3.1).
-THESIS_ORDERED_ID = """def id1(id2, id3):
+# The comment-free code of section 3.3.1 with its four names as fields: every renaming listing of
+# section 3.3 is this code with other names.
+_THESIS_RENAMED = """def {function}({s}, {timezone}):
     from pandas.api.types import is_datetime64tz_dtype
-    id4 = id3 or _get_local_timezone()
-    if is_datetime64tz_dtype(id2.dtype):
-        return id2.dt.tz_convert(id4).dt.tz_localize(None)
+    {tz} = {timezone} or _get_local_timezone()
+    if is_datetime64tz_dtype({s}.dtype):
+        return {s}.dt.tz_convert({tz}).dt.tz_localize(None)
     else:
-        return id2
+        return {s}
 """
 
 
-_RECEIVERS = frozenset({"self", "cls", "mcs", "mcls", "metacls"})
-_METHOD_DECORATORS = frozenset(
-    {
-        "staticmethod",
-        "classmethod",
-        "property",
-        "cached_property",
-        "abstractmethod",
-        "abstractproperty",
-        "abstractclassmethod",
-        "abstractstaticmethod",
-        "setter",
-        "getter",
-        "deleter",
-    }
-)
+def thesis_renamed(function: str, s: str, timezone: str, tz: str) -> str:
+    """A listing of section 3.3: the comment-free thesis snippet with ``_check_series_localize_t``,
+    ``s``, ``timezone`` and ``tz`` renamed to the names given."""
+    return _THESIS_RENAMED.format(function=function, s=s, timezone=timezone, tz=tz)
+
+
+# Section 3.3.6, Ordered ID (on the comment-free code of 3.3.1).
+THESIS_ORDERED_ID = thesis_renamed("id1", "id2", "id3", "id4")
+
+
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 

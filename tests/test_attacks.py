@@ -8,11 +8,19 @@ import hashlib
 import json
 import re
 import shutil
-import textwrap
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from corpora import THESIS_ORDERED_ID, THESIS_SNIPPET, AstRenamer, local_functions, shared_functions
+from corpora import (
+    THESIS_ORDERED_ID,
+    THESIS_SNIPPET,
+    AstRenamer,
+    local_functions,
+    shared_functions,
+    thesis_renamed,
+)
 
 from csbench.attacks import ATTACKS, RENAMING_COLUMN, parse_spec, run_attack
 from csbench.attacks import renaming as R
@@ -21,53 +29,19 @@ from csbench.code.identifiers import IMPLEMENTED, rename, snippet_identifiers
 from csbench.code.parsing import leaves
 from csbench.registry import UnknownNameError
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the specs the benchmark runs
+from attack_specs import ADVTEST_NORMALIZE_SCOPED, RENAMINGS
+
 THESIS = THESIS_SNIPPET  # section 3.3, verbatim, with its comment; THESIS_ORDERED_ID is 3.3.6
-
-
-def _thesis(body: str) -> str:
-    """A thesis listing of section 3.3 on the comment-free snippet, given its changed names."""
-    return textwrap.dedent(body).lstrip("\n")
 
 
 # Section 3.3.4 (3-shift snippet, listing joined where the PDF breaks lines),
 # 3.3.5 (Most Popular with the thesis's dataset ranking), 3.3.7 (random permutation with k = 1),
 # 3.3.3 (k-shift dataset with the donor identifiers user, reach, flow, difference, time_in_zone).
-THESIS_K_SHIFT_SNIPPET_3 = _thesis("""
-    def s(timezone, tz):
-        from pandas.api.types import is_datetime64tz_dtype
-        _check_series_localize_t = tz or _get_local_timezone()
-        if is_datetime64tz_dtype(timezone.dtype):
-            return timezone.dt.tz_convert(_check_series_localize_t).dt.tz_localize(None)
-        else:
-            return timezone
-    """)
-THESIS_MOST_POPULAR = _thesis("""
-    def name(data, i):
-        from pandas.api.types import is_datetime64tz_dtype
-        os = i or _get_local_timezone()
-        if is_datetime64tz_dtype(data.dtype):
-            return data.dt.tz_convert(os).dt.tz_localize(None)
-        else:
-            return data
-    """)
-THESIS_RANDOM_PERMUTATION_K1 = _thesis("""
-    def tz(_check_series_localize_t, s):
-        from pandas.api.types import is_datetime64tz_dtype
-        timezone = s or _get_local_timezone()
-        if is_datetime64tz_dtype(_check_series_localize_t.dtype):
-            return _check_series_localize_t.dt.tz_convert(timezone).dt.tz_localize(None)
-        else:
-            return _check_series_localize_t
-    """)
-THESIS_K_SHIFT_DATASET = _thesis("""
-    def user(reach, flow):
-        from pandas.api.types import is_datetime64tz_dtype
-        difference = flow or _get_local_timezone()
-        if is_datetime64tz_dtype(reach.dtype):
-            return reach.dt.tz_convert(difference).dt.tz_localize(None)
-        else:
-            return reach
-    """)
+THESIS_K_SHIFT_SNIPPET_3 = thesis_renamed("s", "timezone", "tz", "_check_series_localize_t")
+THESIS_MOST_POPULAR = thesis_renamed("name", "data", "i", "os")
+THESIS_RANDOM_PERMUTATION_K1 = thesis_renamed("tz", "_check_series_localize_t", "s", "timezone")
+THESIS_K_SHIFT_DATASET = thesis_renamed("user", "reach", "flow", "difference")
 THESIS_RANKING = ["data", "i", "os", "name", "x"]  # section 3.3.5, the Python dataset's top five
 
 
@@ -289,7 +263,7 @@ def test_every_record_keeps_its_renaming():
 def test_the_renaming_column_is_exactly_json_dumps():
     """The column is written by one reused C encoder (``attacks._RENAMING_JSON``), not ``json.dumps``:
     both must give the same text, non-ASCII names and names that need escaping included."""
-    from csbench.attacks import _RENAMING_JSON
+    from csbench.attacks.engine import _RENAMING_JSON
 
     mappings = [{}, {"a": "b"}, {"größe": "id1", "名前": "id2"}, {'q"uote': "back\\slash", "tab\t": "nl\n"}]
     assert [_RENAMING_JSON(m) for m in mappings] == [json.dumps(m, ensure_ascii=False) for m in mappings]
@@ -345,17 +319,8 @@ def test_analysis_failure_keeps_the_comment_free_code_and_is_reported(monkeypatc
 
 # ------------------------------------------------------------------------ real code, seven languages
 
-RENAMING_SPECS = [
-    "full_hash",
-    "k_shift_dataset-3",
-    "k_shift_dataset-64",
-    "k_shift_snippet-3",
-    "k_shift_snippet-64",
-    "random_permutation",
-    "most_popular",
-    "ordered_id",
-    "advtest_normalize_scoped",  # (advtest_normalize does not preserve meaning, on purpose: see its own tests)
-]
+# (advtest_normalize does not preserve meaning, on purpose: see its own tests)
+RENAMING_SPECS = [*RENAMINGS, ADVTEST_NORMALIZE_SCOPED]
 LIMITS = {"python": 700, "php": 400, "go": 400, "javascript": 400, "java": 400, "ruby": 400, "r": 400}
 
 

@@ -331,8 +331,9 @@ REAL_COUNTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def real_file(shared_data: Path) -> Path:
+@pytest.fixture(scope="module", name="real_file")
+def real_file_fixture(shared_data: Path) -> Path:
+    """The real annotationStore.csv of the CodeSearchNet Challenge (shared data; also test_twin_challenge's)."""
     path = shared_data / "codesearchnet" / "challenge" / "annotationStore.csv"
     if not path.is_file():
         pytest.skip(f"{path} not found (the CodeSearchNet Challenge files of the shared data)")

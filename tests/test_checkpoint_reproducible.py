@@ -36,7 +36,7 @@ pairs = [(f"return the {{w}} of x", f"def get_{{w}}(x):\\n    return x.{{w}}", "
 def write(kind, out):
     if kind == "csn":  # a real training through the loop: best/ is written by save_encoder at its best step
         from csbench.models.csn import CSNEncoder
-        from csbench.train.loop import TrainConfig, train
+        from csbench.train.bi_encoder import TrainConfig, train
 
         params = {{"architecture": "nbow", "dim": 16, "code_min_count": 1, "query_min_count": 1, "max_code_len": 40}}
         encoder = CSNEncoder.from_training_data([p[0] for p in pairs], [p[1] for p in pairs], params, seed=0)

@@ -36,37 +36,36 @@ def assert_parses(code: str) -> ast.Module:
 # --------------------------------------------------------------------------- comments
 
 
-def test_whole_line_comments_remove_the_line():
-    code = "# leading\nx = 1\n    # indented comment line\ny = 2\n# last\n"
-    assert nc(code) == "x = 1\ny = 2\n"
-
-
-def test_whole_line_comment_inside_a_body_and_inside_brackets():
-    code = "def f(a, b):\n    # explain\n    return foo(a,\n               # between arguments\n               b)\n"
-    assert nc(code) == "def f(a, b):\n    return foo(a,\n               b)\n"
-
-
-def test_comment_lines_between_decorators():
-    assert nc("@a\n# c\n@b\ndef f():\n    pass\n") == "@a\n@b\ndef f():\n    pass\n"
-
-
-def test_trailing_comment_removed_code_kept_and_trailing_spaces_dropped():
-    code = "x = 1  # one\ny = 2\t# two\nz = 3 # three\n"
-    assert nc(code) == "x = 1\ny = 2\nz = 3\n"
-
-
-def test_trailing_comment_after_non_ascii_text_uses_byte_offsets_correctly():
-    code = 's = "héllo wörld"  # commént ünïcode\nt = "ü"\n'
-    assert nc(code) == 's = "héllo wörld"\nt = "ü"\n'
-
-
-def test_comment_at_end_of_file_without_newline():
-    assert nc("x = 1\n# bye") == "x = 1\n"
-    assert nc("x = 1\ny = 2  # bye") == "x = 1\ny = 2"
+COMMENT_CASES = [
+    pytest.param(
+        "# leading\nx = 1\n    # indented comment line\ny = 2\n# last\n", "x = 1\ny = 2\n", id="whole-lines-removed"
+    ),
+    pytest.param(
+        "def f(a, b):\n    # explain\n    return foo(a,\n               # between arguments\n               b)\n",
+        "def f(a, b):\n    return foo(a,\n               b)\n",
+        id="whole-line-inside-a-body-and-inside-brackets",
+    ),
+    pytest.param("@a\n# c\n@b\ndef f():\n    pass\n", "@a\n@b\ndef f():\n    pass\n", id="between-decorators"),
+    pytest.param(
+        "x = 1  # one\ny = 2\t# two\nz = 3 # three\n", "x = 1\ny = 2\nz = 3\n", id="trailing-removed-spaces-dropped"
+    ),
+    pytest.param(
+        's = "héllo wörld"  # commént ünïcode\nt = "ü"\n', 's = "héllo wörld"\nt = "ü"\n', id="after-non-ascii-text"
+    ),  # (byte offsets used correctly)
+    pytest.param("x = 1\n# bye", "x = 1\n", id="end-of-file-without-newline"),
+    pytest.param("x = 1\ny = 2  # bye", "x = 1\ny = 2", id="end-of-file-trailing"),
     # one line: the comment may hide flattened code (see test_flattened_comments.py), so it stays
-    assert nc("x = 1  # bye") == "x = 1  # bye"
-    assert nc("x = 1  # bye\n") == "x = 1  # bye\n"  # a final line break shows no line structure either
-    assert nc("x = 1  # bye\ny = 2\n") == "x = 1\ny = 2\n"  # a line break, then code: it ends the comment
+    pytest.param("x = 1  # bye", "x = 1  # bye", id="one-line-kept"),
+    pytest.param("x = 1  # bye\n", "x = 1  # bye\n", id="one-line-and-break-kept"),  # no line structure either
+    pytest.param("x = 1  # bye\ny = 2\n", "x = 1\ny = 2\n", id="break-then-code-ends-it"),
+    pytest.param("x = 1  # c\r\ny = 2\r\n", "x = 1\r\ny = 2\r\n", id="trailing-on-crlf-keeps-line-ending"),
+    pytest.param("# c\r\nx = 1\r\n", "x = 1\r\n", id="whole-line-on-crlf-removed-with-its-ending"),
+]
+
+
+@pytest.mark.parametrize(("code", "expected"), COMMENT_CASES)
+def test_comments_removed(code: str, expected: str):
+    assert nc(code) == expected
 
 
 def test_hash_inside_string_literals_is_not_a_comment():
@@ -87,14 +86,6 @@ def test_hash_inside_string_literals_is_not_a_comment():
         "    return a, b, c, d\n"
     )
     assert nc(code) == expected
-
-
-def test_trailing_comment_on_crlf_line_keeps_the_line_ending():
-    assert nc("x = 1  # c\r\ny = 2\r\n") == "x = 1\r\ny = 2\r\n"
-
-
-def test_whole_line_comment_on_crlf_line_is_removed_with_its_line_ending():
-    assert nc("# c\r\nx = 1\r\n") == "x = 1\r\n"
 
 
 # --------------------------------------------------------------------------- docstrings

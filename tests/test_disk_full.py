@@ -24,18 +24,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
+from projects import documented_functions, mini_config
 
 from csbench.cli import main
 
-DOC = '''
-def {name}(values, factor):
-    """Scale every value of the list by the factor given, and offset it."""
-    scaled = []
-    for value in values:
-        scaled.append(value * factor + {n})
-    return scaled
-'''
 ENOSPC_TEXT = os.strerror(errno.ENOSPC)  # "No space left on device"
 
 
@@ -43,21 +35,8 @@ def _corpus(root: Path, files: int = 30) -> Path:
     for i in range(files):
         path = root / f"mod_{i:02d}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(DOC.format(name=f"f{i}_{j}", n=j).lstrip("\n") + "\n" for j in range(3)))
+        path.write_text(documented_functions(f"f{i}", 3, doc_end=", and offset it."))
     return root
-
-
-def _config(path: Path, source: Path) -> Path:
-    config = {
-        "study": "full",
-        "grid": {"datasets": ["mini"], "attacks": ["none"], "models": ["bm25"]},
-        "datasets": {"mini": {"kind": "local-source", "language": "python", "source": str(source)}},
-        "extraction": {"min_query_tokens": 3, "min_code_lines": 3, "split": {"train": 0, "valid": 0, "test": 100}},
-        "models": {},
-        "evaluation": {"protocols": ["full-corpus"], "run_depth": 10},
-    }
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
 
 
 def _leftovers(directory: Path) -> list[str]:
@@ -90,7 +69,7 @@ def test_prepare_on_a_full_tmpfs_says_which_file_in_one_line_and_leaves_nothing_
     mount.mkdir()
     after = tmp_path / "after"  # what the tmpfs held when csbench ended, copied out before it vanishes
     source = _corpus(tmp_path / "src")
-    config = _config(tmp_path / "config.yaml", source)
+    config = mini_config(tmp_path / "config.yaml", source, "full")
     script = (
         'mount -t tmpfs -o size=12k tmpfs "$1" && cd "$1" || exit 99; '
         '"$2" -m csbench --quiet prepare --config "$3" --dataset mini; rc=$?; '
@@ -172,7 +151,7 @@ def test_cli_prints_one_line_and_leaves_no_partial_output(tmp_path: Path, monkey
     """`csbench prepare` whose disk fills while it writes a split: exit 2, one line naming the file,
     no traceback; the splits written before are whole, the one being written is absent, no card."""
     source = _corpus(tmp_path / "src")
-    config = _config(tmp_path / "config.yaml", source)
+    config = mini_config(tmp_path / "config.yaml", source, "full")
     project = tmp_path / "project"
     project.mkdir()
     monkeypatch.chdir(project)
@@ -200,20 +179,27 @@ def test_cli_prints_one_line_and_leaves_no_partial_output(tmp_path: Path, monkey
         pq.read_table(file)
 
 
-def test_cli_names_the_folder_when_the_error_names_no_file(tmp_path: Path, monkeypatch, capsys) -> None:
-    """A writer outside the atomic helpers (pyarrow's own ParquetWriter, sqlite, torch) raises an
-    ENOSPC without a file name: the line names the working folder, its free space and the detail."""
+def _prepare_args_with_failing_build(tmp_path: Path, monkeypatch, error: OSError) -> list[str]:
+    """`csbench prepare`'s arguments for a one-file mini corpus (working folder ``tmp_path``) whose
+    corpus build is patched to raise ``error``."""
     import csbench.datasets.local as local
 
     source = _corpus(tmp_path / "src", files=1)
-    config = _config(tmp_path / "config.yaml", source)
+    config = mini_config(tmp_path / "config.yaml", source, "full")
     monkeypatch.chdir(tmp_path)
 
     def build(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+        raise error
 
     monkeypatch.setattr(local, "build_local_corpus", build)
-    code = main(["--quiet", "prepare", "--config", str(config), "--dataset", "mini"])
+    return ["--quiet", "prepare", "--config", str(config), "--dataset", "mini"]
+
+
+def test_cli_names_the_folder_when_the_error_names_no_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A writer outside the atomic helpers (pyarrow's own ParquetWriter, sqlite, torch) raises an
+    ENOSPC without a file name: the line names the working folder, its free space and the detail."""
+    detail = "Error writing bytes to file. Detail: [errno 28] No space left on device"
+    code = main(_prepare_args_with_failing_build(tmp_path, monkeypatch, OSError(errno.ENOSPC, detail)))
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     (line,) = _error_lines(err)
@@ -222,15 +208,6 @@ def test_cli_names_the_folder_when_the_error_names_no_file(tmp_path: Path, monke
 
 
 def test_other_os_errors_are_not_taken_for_a_full_disk(tmp_path: Path, monkeypatch) -> None:
-    import csbench.datasets.local as local
-
-    source = _corpus(tmp_path / "src", files=1)
-    config = _config(tmp_path / "config.yaml", source)
-    monkeypatch.chdir(tmp_path)
-
-    def build(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(local, "build_local_corpus", build)
+    args = _prepare_args_with_failing_build(tmp_path, monkeypatch, OSError(errno.EIO, "Input/output error"))
     with pytest.raises(OSError, match="Input/output error"):
-        main(["--quiet", "prepare", "--config", str(config), "--dataset", "mini"])
+        main(args)

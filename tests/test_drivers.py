@@ -15,19 +15,18 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from projects import BIN, copy_paths, driver_env, init_git_dvc, unreadable_directory
 
 from csbench.config import merge
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
 
-BIN = Path(sys.executable).parent
 TINY = "workflow/configs/tiny.yaml"
 TINY_DIR = "results/studies/tiny"  # the tiny study's summaries, database, tables and figures (`study: tiny`)
 # .gitignore too: DVC refuses to run when it ignores dvc.lock (it once did, and `dvc repro` failed)
@@ -81,26 +80,12 @@ AFTER_EXTRACTION_CHANGE = {
 NBOW_LR = {"models": {"nbow": {"training": {"lr": 0.004}}}}
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.update(DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
-    return env
+_env = driver_env  # (imported from here by other driver tests)
 
 
 def _copy_project(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
-    for name in PROJECT_FILES:
-        src = PROJECT_ROOT / name
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            os.symlink(os.readlink(src), dest / name)
-        elif src.is_dir():
-            shutil.copytree(src, dest / name, ignore=ignore)
-        else:
-            shutil.copy2(src, dest / name)
-    return dest
+    return copy_paths(PROJECT_ROOT, dest, PROJECT_FILES)
 
 
 # The limit only catches a hang: a whole tiny study ran out of 10 minutes on a 2-core machine busy
@@ -191,16 +176,7 @@ def run_tiny_study_with_dvc(tmp_path_factory: pytest.TempPathFactory) -> dict:
     project = _copy_project(tmp_path_factory.mktemp("dvc"))
     # DVC has no config overlay: the study's params.yaml is the merged tiny config.
     tiny = merge(yaml.safe_load((project / "params.yaml").read_text()), yaml.safe_load((project / TINY).read_text()))
-    (project / "params.yaml").write_text(yaml.safe_dump(tiny, sort_keys=False))
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.email=ci@csbench", "-c", "user.name=ci", "commit", "-qm", "tiny"],
-        [str(BIN / "dvc"), "init", "-q"],
-        [str(BIN / "dvc"), "config", "core.analytics", "false"],
-    ):
-        done = _run(cmd, project)
-        assert done.returncode == 0, done.stderr
+    init_git_dvc(project, tiny, "tiny")
     result = _run([str(BIN / "dvc"), "repro"], project)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return {"project": project, "jobs": dvc_jobs(result.stdout + result.stderr), "files": snapshot(project)}
@@ -432,19 +408,12 @@ def test_bad_config_stops_snakemake_before_any_job(
 
 
 def test_unreadable_source_directory_is_named(tmp_path: Path) -> None:
-    source = tmp_path / "src-dir"
-    source.mkdir()
-    source.chmod(0)
-    try:
-        if os.access(source, os.R_OK | os.X_OK):
-            pytest.skip("running as root: a mode-000 directory is still readable")
+    with unreadable_directory(tmp_path / "src-dir") as source:
         project = _copy_project(tmp_path / "project")
         _set_overlay(project, {"datasets": {"python-stdlib": {"source": str(source)}}})
         result = snakemake(project)
         assert result.returncode != 0
         assert f"datasets.python-stdlib.source: source directory '{source}' is not readable" in result.stderr
-    finally:
-        source.chmod(0o755)
 
 
 def test_snakemake_lint_is_clean() -> None:

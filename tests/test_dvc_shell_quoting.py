@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from projects import init_git_dvc
 from test_drivers import BIN, PROJECT_ROOT, TINY, _copy_project, _run
 
 from csbench.cli import build_parser
@@ -71,16 +72,7 @@ def _dvc_project(tmp_path: Path, datasets: list[str]) -> Path:
     params["grid"]["datasets"] = params["robustness"]["datasets"] = datasets
     for name in datasets:
         params["datasets"][name] = {"kind": "local-source", "language": "python", "source": "stdlib", "max_files": 5}
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.email=ci@csbench", "-c", "user.name=ci", "commit", "-qm", "hostile"],
-        [str(BIN / "dvc"), "init", "-q"],
-        [str(BIN / "dvc"), "config", "core.analytics", "false"],
-    ):
-        done = _run(cmd, project)
-        assert done.returncode == 0, done.stderr
+    init_git_dvc(project, params, "hostile")
     return project
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from projects import unreadable_directory
 
 from csbench.attacks import run_attack
 from csbench.code.comments import python_docstring_node, remove_comments
@@ -722,17 +723,9 @@ def test_resolve_source_file_is_not_a_directory(tmp_path):
 
 
 def test_resolve_source_unreadable_directory(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0)
-    try:
-        if os.access(locked, os.R_OK | os.X_OK):
-            pytest.skip("running with privileges that can read a mode-000 directory (root)")
-        with pytest.raises(SourceError, match="not readable") as info:
-            resolve_source(str(locked))
-        assert str(locked) in str(info.value)
-    finally:
-        locked.chmod(0o755)
+    with unreadable_directory(tmp_path / "locked") as locked, pytest.raises(SourceError, match="not readable") as info:
+        resolve_source(str(locked))
+    assert str(locked) in str(info.value)
 
 
 def test_resolve_source_unreadable_directory_message(tmp_path, monkeypatch):

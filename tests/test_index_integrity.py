@@ -43,17 +43,20 @@ RUN_PATH = "python-stdlib/no_comment/bm25/none/0/zero_shot"
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma", "omega", "rho"]
 
 
-def _pool(n: int = 12) -> pd.DataFrame:
-    return pd.DataFrame(
+def word_pool(n: int = 12, language: str | None = "python") -> pd.DataFrame:
+    """``n`` (at most 12) one-line Python functions, each named for one word, with a query naming it;
+    a ``language`` column unless ``language`` is None."""
+    pool = pd.DataFrame(
         {
             "id": [f"f{i}" for i in range(n)],
             "func_name": [f"get_{WORDS[i]}" for i in range(n)],
             "code": [f"def get_{WORDS[i]}(x):\n    return x.{WORDS[i]} + {WORDS[(i + 1) % n]}\n" for i in range(n)],
             "query": [f"return the {WORDS[i]} of x" for i in range(n)],
             "url": [f"u{i}" for i in range(n)],
-            "language": ["python"] * n,
         }
     )
+    return pool if language is None else pool.assign(language=language)
+
 
 
 class Payload:
@@ -78,8 +81,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     config.write_text(yaml.safe_dump(raw))
     folder = tmp_path / "data/attacked/python-stdlib/no_comment"
     folder.mkdir(parents=True)
-    _pool().to_parquet(folder / "test.parquet", index=False)
-    _pool().iloc[0:0].to_parquet(folder / "codebase.parquet", index=False)
+    word_pool().to_parquet(folder / "test.parquet", index=False)
+    word_pool().iloc[0:0].to_parquet(folder / "codebase.parquet", index=False)
     _stamp_attacked(config)
     base = ["--config", str(config), *RUN]
     assert main(["-q", "index", *base]) == 0
@@ -123,7 +126,7 @@ def test_the_index_is_a_folder_of_arrays_and_json_with_its_sums(project, capsys)
     meta = json.loads((folder / "index.json").read_text())
     assert (meta["format"], meta["version"]) == ("csbench-index", 1)
     assert meta["model"]["name"] == "bm25" and meta["model"]["checkpoint"] is None
-    assert meta["pools"]["test"]["ids"] == _pool()["id"].tolist()
+    assert meta["pools"]["test"]["ids"] == word_pool()["id"].tolist()
     _api()[1].verify_dir(folder, "re-make it")  # every file listed and matching
     assert (folder.stat().st_mode & 0o777) == 0o777 & ~_umask()  # not mkdtemp's 0700
     code, err = _evaluate(project, capsys)
@@ -197,7 +200,8 @@ def test_an_index_built_for_other_model_parameters_is_refused(project, capsys):
 
 
 def test_an_index_of_another_test_pool_is_refused(project, capsys):
-    _pool().iloc[::-1].to_parquet(project["root"] / "data/attacked/python-stdlib/no_comment/test.parquet", index=False)
+    attacked = project["root"] / "data/attacked/python-stdlib/no_comment/test.parquet"
+    word_pool().iloc[::-1].to_parquet(attacked, index=False)
     _stamp_attacked(project["config"])  # the attack re-made (its stamp with it): only the index is stale
     code, err = _evaluate(project, capsys)
     # index.json records the SHA-256 of the attacked files it encoded (issue #22 item 3); the code
@@ -224,7 +228,7 @@ def test_an_index_without_sums_or_with_an_unknown_version_is_refused(project, ca
 
 
 def _csn(tmp_path: Path) -> Path:
-    pool = _pool()
+    pool = word_pool()
     params = {"architecture": "nbow", "dim": 16, "code_min_count": 1, "query_min_count": 1, "max_code_len": 40}
     encoder = CSNEncoder.from_training_data(pool["query"].tolist(), pool["code"].tolist(), params, seed=0)
     return save_encoder(encoder.eval(), tmp_path / "best")
@@ -233,7 +237,7 @@ def _csn(tmp_path: Path) -> Path:
 def test_a_dense_index_round_trips_and_searches_as_the_fresh_one(tmp_path):
     runner, _ = _api()
     best = _csn(tmp_path)
-    pool, loads = _pool(), []
+    pool, loads = word_pool(), []
 
     def loader():
         loads.append(1)
@@ -259,7 +263,7 @@ def test_a_dense_index_round_trips_and_searches_as_the_fresh_one(tmp_path):
 def test_a_tampered_npy_is_refused_naming_the_file(tmp_path):
     runner, integrity = _api()
     best = _csn(tmp_path)
-    index = build_index(lambda: DenseRetriever(load_encoder(best)), _pool(), ["full-corpus"])
+    index = build_index(lambda: DenseRetriever(load_encoder(best)), word_pool(), ["full-corpus"])
     index.save(tmp_path / "index", {"name": "nbow"})
     vectors = tmp_path / "index/test.vectors.npy"
     array = np.load(vectors)
@@ -310,7 +314,7 @@ def test_a_checkpoint_cannot_turn_on_remote_code_by_itself(tmp_path):
 
 def test_bm25_index_state_scores_as_the_fresh_retriever(tmp_path):
     runner, _ = _api()
-    pool = _pool()
+    pool = word_pool()
     fresh = BM25Retriever(analyzer="subtokens", k1=0.9)
     fresh.index(pool)
     index = build_index(lambda: fresh, pool, ["full-corpus"])
@@ -324,7 +328,7 @@ def test_bm25_index_state_scores_as_the_fresh_retriever(tmp_path):
 def test_an_index_checked_out_as_links_loads(tmp_path):
     """DVC's symlink / hardlink cache types check files out as links into the cache: still verified."""
     runner, _ = _api()
-    pool = _pool()
+    pool = word_pool()
     build_index(BM25Retriever, pool, ["full-corpus"]).save(tmp_path / "index", {"name": "bm25"})
     cache, targets = tmp_path / "cache", {}
     cache.mkdir()

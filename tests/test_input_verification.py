@@ -25,10 +25,12 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 import pytest
 import yaml
+from projects import copy_paths, init_git_dvc
 from test_drivers import BIN, PROJECT_FILES, _env
 
 import csbench
@@ -74,18 +76,7 @@ TIMEOUT = 1200
 def copy_project(dest: Path) -> Path:
     """The project of the csbench package under test, with the two studies' config files."""
     dest.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
-    for name in PROJECT_FILES:
-        src = PACKAGE_PROJECT / name
-        if not src.exists() and not src.is_symlink():
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            os.symlink(os.readlink(src), dest / name)
-        elif src.is_dir():
-            shutil.copytree(src, dest / name, ignore=ignore)
-        else:
-            shutil.copy2(src, dest / name)
+    copy_paths(PACKAGE_PROJECT, dest, PROJECT_FILES, skip_missing=True)
     for folder in ("checkpoints", "results/robustness"):
         (dest / folder).mkdir(parents=True, exist_ok=True)
     (dest / "study-a.yaml").write_text(yaml.safe_dump(STUDY_A))
@@ -119,16 +110,7 @@ def run_records(project: Path) -> dict[str, bytes]:
 
 def init_dvc(project: Path, study: dict) -> None:
     """A git + DVC project whose params.yaml is ``study`` merged over the default (DVC has no overlays)."""
-    params = merge(yaml.safe_load((project / "params.yaml").read_text()), study)
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.email=ci@csbench", "-c", "user.name=ci", "commit", "-qm", "study"],
-        [str(BIN / "dvc"), "init", "-q"],
-        [str(BIN / "dvc"), "config", "core.analytics", "false"],
-    ):
-        ok(project, *cmd)
+    init_git_dvc(project, merge(yaml.safe_load((project / "params.yaml").read_text()), study), "study")
 
 
 def wait_for(condition, what: str, process: subprocess.Popen | None = None, timeout: float = 300) -> None:
@@ -303,6 +285,12 @@ def _resumed(process: subprocess.Popen) -> None:
     os.killpg(process.pid, signal.SIGCONT)
 
 
+def _started(project: Path, log: IO[str], *cmd: str) -> subprocess.Popen:
+    """``cmd`` started in ``project`` in its own process group (so it can be paused and killed whole),
+    its output going to ``log``."""
+    return subprocess.Popen(cmd, cwd=project, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
 def test_both_drivers_started_together_the_second_is_refused(tmp_path: Path) -> None:
     """Snakemake (study A) holds the project: `dvc repro` (study B), `make repro`, `make pull` and a
     user's `csbench` call are refused; then dvc repro (study B) holds it: snakemake is refused; and
@@ -312,14 +300,7 @@ def test_both_drivers_started_together_the_second_is_refused(tmp_path: Path) -> 
     project = copy_project(tmp_path / "project")
     init_dvc(project, STUDY_B)
     log = (tmp_path / "snakemake.log").open("w")
-    sm = subprocess.Popen(
-        [str(BIN / "snakemake"), "--cores", "2", "--configfile", "study-a.yaml"],
-        cwd=project,
-        env=_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    sm = _started(project, log, str(BIN / "snakemake"), "--cores", "2", "--configfile", "study-a.yaml")
     try:
         manifest = project / "data/raw/stdlib-json/MANIFEST.json"
         wait_for(lambda: lock_kind(project) == "snakemake" or manifest.exists(), "snakemake to start", sm)
@@ -347,14 +328,7 @@ def test_both_drivers_started_together_the_second_is_refused(tmp_path: Path) -> 
     assert first
 
     log = (tmp_path / "dvc.log").open("w")
-    dvc = subprocess.Popen(
-        [str(BIN / "dvc"), "repro"],
-        cwd=project,
-        env=_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    dvc = _started(project, log, str(BIN / "dvc"), "repro")
     try:
         said = tmp_path / "dvc.log"
         # dvc holds the project once its first stage command took the lock (the code before the fix has

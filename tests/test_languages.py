@@ -15,10 +15,10 @@ PHP code after ``<?php`` and, for methods, in a class); see ``LanguageSpec.snipp
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 import textwrap
 import time
-import zipfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -35,8 +35,11 @@ from csbench.code.extract import (
     normalized_code_key,
     rejection_reason,
 )
-from csbench.code.languages import SPECS, language_spec
+from csbench.code.languages import LANGUAGES, language_spec
 from csbench.code.parsing import parse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark's source walk
+from bench_extract_languages import read_sources
 
 
 def src(text: str) -> str:
@@ -694,7 +697,7 @@ def test_remove_comments_changes_no_other_token(language):
     assert remove_comments(stripped, language) == stripped  # nothing left to remove
 
 
-@pytest.mark.parametrize("language", sorted(SPECS))
+@pytest.mark.parametrize("language", sorted(LANGUAGES))
 def test_code_without_comments_is_returned_unchanged(language):
     code = {
         "python": "def f(x):\n    return '#' + x\n",
@@ -816,7 +819,6 @@ SOURCES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "ruby": ("/usr/lib/ruby/3.1.0", (".rb",), "Debian package libruby3.1"),
     "r": (str(R_SOURCE), (".R", ".r"), R_HINT),
 }
-SKIP_DIRS = {"testdata", "site-packages", "__pycache__", "node_modules"}
 
 
 def evenly(items: list, limit: int | None) -> list:
@@ -830,23 +832,7 @@ def real_source_files(language: str, limit: int | None = FILES_PER_LANGUAGE) -> 
     """(path, content) of ``limit`` source files spread evenly over the sorted path list (Java:
     members of src.zip; JavaScript: lodash and express; R: package R/ directories), [] if the
     source is missing."""
-    root, suffixes, _ = SOURCES[language]
-    path = Path(root)
-    if language == "java":
-        if not path.is_file():
-            return []
-        with zipfile.ZipFile(path) as archive:
-            names = evenly(sorted(n for n in archive.namelist() if n.endswith(suffixes)), limit)
-            return [(n, archive.read(n)) for n in names]
-    starts = [path / "lodash", path / "express"] if language == "javascript" else [path]
-    found: list[Path] = []
-    for start in starts:
-        for dirpath, dirnames, filenames in os.walk(start):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-            if language == "r" and Path(dirpath).name != "R":
-                continue
-            found.extend(Path(dirpath) / f for f in filenames if f.endswith(suffixes))
-    return [(str(p), p.read_bytes()) for p in evenly(sorted(found), limit)]
+    return read_sources(language, limit, pick=evenly)  # the benchmark's file walk (same roots)
 
 
 @dataclass

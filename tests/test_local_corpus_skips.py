@@ -24,23 +24,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from projects import documented_functions, mini_config
 
-DOC = '''
-def {name}(values, factor):
-    """Scale every value of the list by the factor given."""
-    scaled = []
-    for value in values:
-        scaled.append(value * factor + {n})
-    return scaled
-'''
 # the functions in the corpus: every file holds two documented functions
 FUNCTIONS_PER_FILE = 2
 TIMEOUT = 120  # a FIFO read by the old code blocks forever: the run must not
 
 
 def _module(stem: str) -> str:
-    return "".join(DOC.format(name=f"{stem}_{i}", n=i).lstrip("\n") + "\n" for i in range(FUNCTIONS_PER_FILE))
+    return documented_functions(stem, FUNCTIONS_PER_FILE)
 
 
 def _tree(root: Path, files: list[str]) -> None:
@@ -48,20 +40,6 @@ def _tree(root: Path, files: list[str]) -> None:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(_module(rel.replace("/", "_").removesuffix(".py")), encoding="utf-8")
-
-
-def _config(tmp_path: Path, source: Path) -> Path:
-    config = {
-        "study": "skips",
-        "grid": {"datasets": ["mini"], "attacks": ["none"], "models": ["bm25"]},
-        "datasets": {"mini": {"kind": "local-source", "language": "python", "source": str(source)}},
-        "extraction": {"min_query_tokens": 3, "min_code_lines": 3, "split": {"train": 0, "valid": 0, "test": 100}},
-        "models": {},
-        "evaluation": {"protocols": ["full-corpus"], "run_depth": 10},
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
 
 
 def _without_dac_override() -> list[str]:
@@ -79,7 +57,7 @@ def prepare(tmp_path: Path, source: Path, unprivileged: bool = False) -> tuple[s
     """`csbench prepare` of the corpus at ``source``, in a project under tmp_path."""
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
-    config = _config(tmp_path, source)
+    config = mini_config(tmp_path / "config.yaml", source, "skips")
     command = [sys.executable, "-m", "csbench", "--quiet", "prepare", "--config", str(config), "--dataset", "mini"]
     if unprivileged:
         command = _without_dac_override() + command
@@ -141,22 +119,23 @@ def test_unreadable_file_is_a_counted_skip(tmp_path: Path) -> None:
     assert card["files"]["found"] == len(GOOD) + 1  # found by the walk, not read
 
 
-def test_dangling_symlink_is_a_counted_skip(tmp_path: Path) -> None:
-    """A link to a file that is gone aborted the corpus with a FileNotFoundError traceback."""
+@pytest.mark.parametrize(
+    ("link", "target", "reason", "detail"),
+    [
+        # a link to a file that is gone aborted the corpus with a FileNotFoundError traceback
+        ("pkg/gone.py", "removed.py", "dangling_symlink", "-> removed.py"),
+        # a link to itself aborted the corpus with an OSError (ELOOP) traceback
+        ("pkg/loop.py", "loop.py", "symlink_loop", "Too many levels of symbolic links"),
+    ],
+    ids=["dangling", "loop"],
+)
+def test_broken_symlink_is_a_counted_skip(tmp_path: Path, link: str, target: str, reason: str, detail: str) -> None:
+    """A dangling link and a link loop are skipped, counted with their path and the reason."""
     source = tmp_path / "src"
     _tree(source, GOOD)
-    (source / "pkg/gone.py").symlink_to("removed.py")
+    (source / link).symlink_to(target)
     result, prepared = prepare(tmp_path, source)
-    _check(result, prepared, "dangling_symlink", "pkg/gone.py", "-> removed.py")
-
-
-def test_symlink_loop_is_a_counted_skip(tmp_path: Path) -> None:
-    """A link to itself aborted the corpus with an OSError (ELOOP) traceback."""
-    source = tmp_path / "src"
-    _tree(source, GOOD)
-    (source / "pkg/loop.py").symlink_to("loop.py")
-    result, prepared = prepare(tmp_path, source)
-    _check(result, prepared, "symlink_loop", "pkg/loop.py", "Too many levels of symbolic links")
+    _check(result, prepared, reason, link, detail)
 
 
 def test_fifo_named_like_a_source_file_is_skipped_not_read(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Every protocol is named with the script it reproduces (issue #23 item 7): in the registry, in
-the study's summary.md and report page, in results.db, and in the README's protocol table."""
+the study's summary.md and report page, in results.db, and in the protocol table of docs/protocols.md."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from test_results import _write_run
 from csbench.evaluate.protocols import PROTOCOLS
 from csbench.results.report import aggregate
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "protocols.md"
 
 
 @pytest.mark.parametrize("name", PROTOCOLS.names())

@@ -135,7 +135,8 @@ def test_the_snakefile_notes_the_new_time_of_a_file_with_the_recorded_content(tm
     recorded = json.loads((tmp_path / "toy" / MANIFEST_NAME).read_text())
     assert recorded["reads"]["a.json"]["mtime_ns"] == placed.stat().st_mtime_ns
     measured: list[Path] = []
-    monkeypatch.setattr(download, "sha256_file", lambda path: measured.append(path) or "0" * 64)
+    for module in (download.reads, download.verification):  # the package's modules that hash files
+        monkeypatch.setattr(module, "sha256_file", lambda path: measured.append(path) or "0" * 64)
     assert download.raw_changes(spec, {}, tmp_path) == [] and measured == []
 
 
@@ -299,21 +300,13 @@ def test_snakemake_reruns_prepare_after_a_raw_file_is_replaced(shared_data: Path
 
 @pytest.mark.e2e
 def test_dvc_keeps_raw_files_and_reruns_prepare_after_one_is_replaced(shared_data: Path, tmp_path: Path) -> None:
+    from projects import init_git_dvc
     from test_drivers import BIN, _copy_project, _run, dvc_jobs
 
     project = _copy_project(tmp_path / "project")
     _study(project)
     params, overlay = (yaml.safe_load((project / name).read_text()) for name in ("params.yaml", "study.yaml"))
-    study = merge(params, overlay)
-    (project / "params.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.email=ci@csbench", "-c", "user.name=ci", "commit", "-qm", "raw"],
-        [str(BIN / "dvc"), "init", "-q"],
-    ):
-        done = _run(cmd, project)
-        assert done.returncode == 0, done.stderr
+    init_git_dvc(project, merge(params, overlay), "raw", analytics_off=False)
     placed, corrected = _place_release(project, shared_data)
     target = "evaluate@gecs-csn-ruby-none-bm25"
 

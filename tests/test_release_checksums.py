@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_releases import PINNED_COPIES
 
 from csbench.datasets import DATASETS
 from csbench.datasets.base import DatasetSpec, Need, RemoteFile
@@ -251,19 +252,8 @@ def test_an_unpinned_file_is_recorded_on_first_use_and_its_change_noticed(tmp_pa
 
 
 def test_pinned_files_with_a_copy_in_shared_data_match_it(shared_data: Path):
-    copies = {
-        ("csn-filtered-ruby", "dataset/ruby/test.jsonl"): "codesearchnet/ruby/test.jsonl",
-        ("csn-filtered-ruby", "dataset/ruby/valid.jsonl"): "codesearchnet/ruby/valid.jsonl",
-        ("cosqa", "cosqa-dev.json"): "cosqa/cosqa-dev.json",
-        ("cosqa-retrieval", "code_idx_map.txt"): "cosqa/code_idx_map.txt",
-        ("cosqa-retrieval", "cosqa-retrieval-dev-500.json"): "cosqa/cosqa-retrieval-dev-500.json",
-        ("tl-codesum", "data/valid/valid.token.code"): "tl_codesum/valid.token.code",
-        ("tl-codesum", "data/valid/valid.token.nl"): "tl_codesum/valid.token.nl",
-        ("csn-challenge", "queries.csv"): "codesearchnet/challenge/queries.csv",
-        ("csn-challenge", "annotationStore.csv"): "codesearchnet/challenge/annotationStore.csv",
-    }
     files = all_files()
-    for key, relative in copies.items():
+    for key, relative in PINNED_COPIES.items():  # the release files shared/data holds verbatim
         data = (shared_data / relative).read_bytes()
         assert f"sha256:{hashlib.sha256(data).hexdigest()}" in pins_of(files[key]), key
     sample = (shared_data / "statcodesearch" / "sample.json").read_text()

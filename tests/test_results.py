@@ -83,21 +83,12 @@ def _write_run(
 
 @pytest.fixture
 def two_runs(tmp_path: Path) -> list[Path]:
-    none = _write_run(
-        tmp_path,
-        "python-stdlib",
-        "none",
-        {"full-corpus": [1, 2, 1, 1500], "csn-1000": []},
-        notes={"csn-1000": SMALL_POOL_NOTE},
-    )
-    no_comment = _write_run(
-        tmp_path,
-        "python-stdlib",
-        "no_comment",
-        {"full-corpus": [3, 3, 6, 10], "csn-1000": []},
-        notes={"csn-1000": SMALL_POOL_NOTE},
-    )
-    return [none, no_comment]
+    ranks = {"none": [1, 2, 1, 1500], "no_comment": [3, 3, 6, 10]}
+    notes = {"csn-1000": SMALL_POOL_NOTE}
+    return [
+        _write_run(tmp_path, "python-stdlib", attack, {"full-corpus": full, "csn-1000": []}, notes=notes)
+        for attack, full in ranks.items()
+    ]
 
 
 def test_results_db_tables_view_and_one_row_per_run_protocol_metric(tmp_path, two_runs) -> None:
@@ -364,6 +355,18 @@ def _stamp_placed(config: Path, attack: str | None = None) -> None:
     stamp_placed(load_config([config]), "python-stdlib", attack)
 
 
+def write_prepared(root: Path, pool: pd.DataFrame) -> Path:
+    """``pool`` as the prepared python-stdlib dataset under ``root`` (every record in test, the other
+    splits empty) with a card saying so, as `csbench prepare` leaves it (not stamped). Returns its folder."""
+    prepared = root / "data" / "prepared" / "python-stdlib"
+    prepared.mkdir(parents=True)
+    full = pool.assign(repo="r", path="p.py", url=pool["id"], split="test", docstring=pool["query"])
+    for split in ("train", "valid", "test", "codebase"):
+        (full if split == "test" else full.iloc[0:0]).to_parquet(prepared / f"{split}.parquet", index=False)
+    (prepared / "card.json").write_text(json.dumps({"kind": "local-source", "splits": {"test": {"pairs": 40}}}))
+    return prepared
+
+
 def toy_pool(n: int = 40) -> pd.DataFrame:
     """``n`` documented Python functions whose queries share words with their code (BM25 finds most)."""
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]
@@ -417,12 +420,7 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
     assert metrics["protocols"]["id-chunks-1000"] == {"note": SMALL_POOL_NOTE, "n_queries": 0}
     assert metrics["protocols"]["full-corpus"]["n_queries"] == 40
     # the report also links the dataset card: audit a prepared copy of the same records
-    prepared = tmp_path / "data" / "prepared" / "python-stdlib"
-    prepared.mkdir(parents=True)
-    full = pool.assign(repo="r", path="p.py", url=pool["id"], split="test", docstring=pool["query"])
-    for split in ("train", "valid", "test", "codebase"):
-        (full if split == "test" else full.iloc[0:0]).to_parquet(prepared / f"{split}.parquet", index=False)
-    (prepared / "card.json").write_text(json.dumps({"kind": "local-source", "splits": {"test": {"pairs": 40}}}))
+    write_prepared(tmp_path, pool)
     _stamp_placed(config)
     assert main(["-q", "audit", "--config", str(config), "--dataset", "python-stdlib", "--jobs", "1"]) == 0
     assert main(["aggregate", "--config", str(config)]) == 0

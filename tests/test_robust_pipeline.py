@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import PROJECT_ROOT
+from test_index_integrity import word_pool
 
 from csbench.config import ConfigError, load_config
 from csbench.evaluate.robust_report import build_record
@@ -78,16 +79,7 @@ def test_default_study_points_are_the_cobe_grid():
 
 
 def _pool(n: int = 12) -> pd.DataFrame:
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma", "omega", "rho"]
-    return pd.DataFrame(
-        {
-            "id": [f"f{i}" for i in range(n)],
-            "func_name": [f"get_{words[i]}" for i in range(n)],
-            "code": [f"def get_{words[i]}(x):\n    return x.{words[i]} + {words[(i + 1) % n]}\n" for i in range(n)],
-            "query": [f"return the {words[i]} of x" for i in range(n)],
-            "url": [f"u{i}" for i in range(n)],
-        }
-    )
+    return word_pool(n, language=None)
 
 
 class Counting(BM25Retriever):
@@ -177,8 +169,9 @@ def test_database_rows_and_cobe_table():
 def test_cli_perturbs_every_ratio_and_scores_every_point_with_one_index_load(tmp_path, monkeypatch, capsys):
     """`csbench perturb` writes a perturbation's query sets at every ratio in one call; `csbench robust`
     scores every point of a run from one loaded index, each point equal to a search on its queries."""
-    from csbench import cli, paths
+    from csbench import paths
     from csbench.cli import main
+    from csbench.phases import index as index_phase
 
     monkeypatch.chdir(tmp_path)
     raw = yaml.safe_load(PARAMS.read_text())
@@ -215,8 +208,8 @@ def test_cli_perturbs_every_ratio_and_scores_every_point_with_one_index_load(tmp
     run = ["--attack", "no_comment", "--model", "bm25"]
     assert main(["-q", "index", *base, *run]) == 0, capsys.readouterr().err
     loads = []
-    real_load = cli._load_index
-    monkeypatch.setattr(cli, "_load_index", lambda *call: loads.append(call) or real_load(*call))
+    real_load = index_phase.load_index
+    monkeypatch.setattr(index_phase, "load_index", lambda *call: loads.append(call) or real_load(*call))
     assert main(["-q", "robust", *base, *run]) == 0, capsys.readouterr().err
     assert len(loads) == 1
     index, _ = real_load(*loads[0])

@@ -289,8 +289,8 @@ def test_aggregate_phase_writes_every_configurations_record_and_the_summary_sect
     section."""
     import yaml
 
-    from csbench.cli import stability_records
     from csbench.config import load_config
+    from csbench.phases.aggregate import stability_records
     from csbench.results.collect import stability_frames, stability_markdown
 
     raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())

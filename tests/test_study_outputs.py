@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_drivers import BIN, PROJECT_ROOT, TINY, _copy_project, _run, copy_run, dvc_jobs, snakemake_jobs
-from test_results import _write_run, toy_pool
+from test_results import _write_run, toy_pool, write_prepared
 from test_studies import expected_jobs, job_stats
 
 from csbench import paths
@@ -114,12 +114,7 @@ def two_studies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pa
     _write_run(tmp_path, "python-stdlib", "none", {"full-corpus": [1, 2, 1]})
     _write_run(tmp_path, "python-stdlib", "no_comment", {"full-corpus": [3, 2, 9]})
     pool = toy_pool()
-    prepared = tmp_path / "data" / "prepared" / "python-stdlib"
-    prepared.mkdir(parents=True)
-    full = pool.assign(repo="r", path="p.py", url=pool["id"], split="test", docstring=pool["query"])
-    for split in ("train", "valid", "test", "codebase"):
-        (full if split == "test" else full.iloc[0:0]).to_parquet(prepared / f"{split}.parquet", index=False)
-    (prepared / "card.json").write_text(json.dumps({"kind": "local-source", "splits": {"test": {"pairs": 40}}}))
+    write_prepared(tmp_path, pool)
     # stamped as `csbench prepare` / `evaluate` would (phases and aggregate read only stamped inputs,
     # issue #22 item 3); the shared run has the same lineage in both studies
     from csbench.config import RunKey

@@ -22,17 +22,11 @@ from torch import Tensor
 from train_loop_worker import BASE_CONFIG, make_encoder, split_corpus
 
 from csbench.models.encoder import load_encoder
+from csbench.train.bi_encoder import TrainConfig, as_triples, train, validation_mrr
 from csbench.train.early_stopping import EarlyStopping
-from csbench.train.loop import (
-    TrainConfig,
-    _rng_state,
-    _set_rng_state,
-    as_triples,
-    epoch_batches,
-    train,
-    validation_mrr,
-)
+from csbench.train.engine import epoch_batches
 from csbench.train.schedules import linear_decay_factor, make_schedule, step_decay_factor
+from csbench.train.state import rng_state, set_rng_state
 
 DROPOUT = 0.1
 TESTS = Path(__file__).resolve().parent
@@ -189,9 +183,9 @@ def test_batch_order_is_a_pure_function_of_seed_and_epoch():
 def test_rng_states_round_trip_through_json():
     import random
 
-    state = json.loads(json.dumps(_rng_state()))
+    state = json.loads(json.dumps(rng_state()))
     draws = (random.random(), np.random.rand(), torch.rand(3))
-    _set_rng_state(state)
+    set_rng_state(state)
     again = (random.random(), np.random.rand(), torch.rand(3))
     assert draws[:2] == again[:2] and torch.equal(draws[2], again[2])
 

@@ -14,7 +14,7 @@ QUERY_LANGUAGES = ["php", "go", "javascript", "java", "ruby", "r"]  # Python has
 
 
 def _grammar(language: str):
-    return identifiers._tree_sitter_language(language)
+    return identifiers.tree_sitter_language(language)
 
 
 def _reference(language: str, source: str, root) -> dict[str, list[tuple[int, int, str]]]:
@@ -32,7 +32,7 @@ def _walked(query: WalkQuery, root) -> dict[str, list[tuple[int, int, str]]]:
 
 @pytest.mark.parametrize("language", QUERY_LANGUAGES)
 def test_analysis_query_captures_equal_tree_sitter_on_real_code(language):
-    source = identifiers._QUERIES[language]()
+    source = identifiers.query_source(language)
     query = WalkQuery(_grammar(language), source)
     codes = local_functions(language) + shared_functions(language)
     # broken code too: every function cut in the middle (error recovery, MISSING nodes)

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import PROJECT_ROOT
+from test_challenge_ndcg import real_file_fixture  # noqa: F401 (the fixture real_file)
 
 from csbench.datasets.releases.csn_challenge import load_annotations, load_queries
 from csbench.evaluate import submission as sub
@@ -63,14 +64,6 @@ def write_rows(path: Path, rows: list[tuple[str, str, str, str]]) -> Path:
         writer = csv.writer(f)
         writer.writerow(sub.SUBMISSION_COLUMNS)
         writer.writerows(rows)
-    return path
-
-
-@pytest.fixture(scope="module")
-def real_file(shared_data: Path) -> Path:
-    path = shared_data / "codesearchnet" / "challenge" / "annotationStore.csv"
-    if not path.is_file():
-        pytest.skip(f"{path} not found (the CodeSearchNet Challenge files of the shared data)")
     return path
 
 

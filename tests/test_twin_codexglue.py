@@ -33,16 +33,17 @@ MAX_CODE_LEN, MAX_QUERY_LEN = 64, 32
 
 
 class FixedVectors:
-    """A dense retriever over vectors computed beforehand (real MiniLM or integer), by record id for
-    codes and by text for queries: ``search`` takes the ranking engine's path, as with a
-    ``DenseRetriever``, and both csbench and the twin read the very same float32 arrays."""
+    """A dense retriever over vectors computed beforehand (real MiniLM or integer), codes by their
+    record's ``code_key`` column (the id here; test_twin_gecs_matching: the code text) and queries by
+    text: ``search`` takes the ranking engine's path, as with a ``DenseRetriever``, and both csbench
+    and the twin read the very same float32 arrays."""
 
-    def __init__(self, codes: dict[str, np.ndarray], queries: dict[str, np.ndarray]) -> None:
-        self.codes, self.queries = codes, queries
+    def __init__(self, codes: dict[str, np.ndarray], queries: dict[str, np.ndarray], code_key: str = "id") -> None:
+        self.codes, self.queries, self.code_key = codes, queries, code_key
         self.code_vectors: np.ndarray | None = None
 
     def index(self, frame: pd.DataFrame) -> None:
-        self.code_vectors = np.stack([self.codes[i] for i in frame["id"]]).astype(np.float32)
+        self.code_vectors = np.stack([self.codes[key] for key in frame[self.code_key]]).astype(np.float32)
 
     def query_matrix(self, queries: list[str]) -> np.ndarray:
         return np.stack([self.queries[q] for q in queries]).astype(np.float32)

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 import torch
 from reference import gecs_clf
+from test_twin_codexglue import FixedVectors
 
 from csbench.datasets.base import SkipReport
 from csbench.datasets.releases._formats import RecordChecker, split_gecs_input
@@ -40,21 +41,12 @@ N_REAL = 50  # items of each sample (100 pairs): few enough to encode in seconds
 SAMPLES = ("codesearchnet/gecs_samples/ruby_test_sample.jsonl", "statcodesearch/sample_gecs_format.jsonl")
 
 
-class VectorRetriever:
-    """A dense retriever over given vectors: what csbench's runner sees of a bi-encoder."""
+class VectorRetriever(FixedVectors):
+    """A dense retriever over given vectors, codes keyed by their text: what csbench's runner sees of a
+    bi-encoder."""
 
     def __init__(self, query_vectors: dict[str, np.ndarray], code_vectors: dict[str, np.ndarray]) -> None:
-        self.queries, self.codes = query_vectors, code_vectors
-        self.code_vectors: np.ndarray | None = None
-
-    def index(self, frame: pd.DataFrame) -> None:
-        self.code_vectors = np.stack([self.codes[code] for code in frame["code"]]).astype(np.float32)
-
-    def query_matrix(self, queries: list[str]) -> np.ndarray:
-        return np.stack([self.queries[query] for query in queries]).astype(np.float32)
-
-    def scores(self, query: str) -> np.ndarray:
-        return (self.code_vectors @ self.queries[query]).astype(np.float64)
+        super().__init__(code_vectors, query_vectors, code_key="code")
 
 
 def clf_file(path: Path, items: list[dict]) -> Path:

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from projects import bm25_study
 
 from csbench.cli import main
 from csbench.datasets import DATASETS
@@ -148,13 +149,7 @@ def _test_split(project: Path) -> list[str]:
 
 
 def _study(options: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "study": "webquery",
-        "grid": {"datasets": [NAME], "attacks": ["none"], "models": ["bm25"], "trained": {"models": []}},
-        "datasets": {NAME: options},
-        "evaluation": {"protocols": ["full-corpus"], "run_depth": 10},
-        "robustness": {"datasets": [], "attacks": []},
-    }
+    return bm25_study("webquery", NAME, options, run_depth=10)
 
 
 def test_prepare_keeps_the_matches_of_the_labelled_file(dev_pairs, tmp_path, monkeypatch) -> None:

@@ -147,7 +147,7 @@ def split_corpus() -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str
 
 
 def main(argv: list[str] | None = None) -> int:
-    from csbench.train.loop import TrainConfig, train
+    from csbench.train.bi_encoder import TrainConfig, train
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)

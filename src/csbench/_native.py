@@ -29,8 +29,17 @@ HOT_MODULES = {
     "csbench.code.comments": "code/comments.py",
     "csbench.attacks.renaming": "attacks/renaming.py",
     "csbench.attacks": "attacks/__init__.py",
+    "csbench.attacks.engine": "attacks/engine.py",
     "csbench.code.parsing": "code/parsing.py",
     "csbench.code.treequery": "code/treequery.py",
+    # the identifier analyses of the languages (csbench.code.languages.<name>), run once per snippet
+    "csbench.code.languages._python_scopes": "code/languages/_python_scopes.py",
+    "csbench.code.languages.go": "code/languages/go.py",
+    "csbench.code.languages.java": "code/languages/java.py",
+    "csbench.code.languages.javascript": "code/languages/javascript.py",
+    "csbench.code.languages.php": "code/languages/php.py",
+    "csbench.code.languages.ruby": "code/languages/ruby.py",
+    "csbench.code.languages.r": "code/languages/r.py",
 }
 MANIFEST = "_compiled.json"
 PURE_ENV = "CSBENCH_PURE_PYTHON"

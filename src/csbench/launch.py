@@ -7,7 +7,7 @@ and ``cpu_processes``) and its threads:
 - at most one GPU and ``cpu_processes`` <= 1: the plain ``python -m csbench`` (one process, which uses
   the GPU when there is one);
 - N > 1 GPUs: ``accelerate launch --config_file workflow/accelerate/multi_gpu.yaml --num_processes N``,
-  one process per GPU (data parallel; see ``csbench.train.loop``);
+  one process per GPU (data parallel; see ``csbench.train.engine``);
 - no GPU and ``cpu_processes`` N > 1: the same launcher with the GPUs hidden (``CUDA_VISIBLE_DEVICES=``).
   ``accelerate launch --cpu`` would start a single process (it spreads CPU processes only through
   ``mpirun``), whereas the multi-GPU launcher starts N processes with ``torch.distributed.run``; with no

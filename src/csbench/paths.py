@@ -15,7 +15,12 @@ RAW = "data/raw/{dataset}"
 CARDS = "results/datasets/{dataset}"
 PREPARED = "data/prepared/{dataset}"
 ATTACKED = "data/attacked/{dataset}/{attack}"
-RUN = "results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}"
+# A run is named by six wildcards, a training by the first five: the rules (workflow/rules/common.smk)
+# build their paths and CLI arguments from these names.
+RUN_WILDCARDS = ("dataset", "attack", "model", "loss", "seed", "inference")
+RUN_KEY = "/".join(f"{{{name}}}" for name in RUN_WILDCARDS)  # {dataset}/.../{inference}
+TRAIN_KEY = "/".join(f"{{{name}}}" for name in RUN_WILDCARDS[:-1])  # {dataset}/.../{seed}
+RUN = f"results/runs/{RUN_KEY}"
 RESULTS = "results"
 PERTURBED = "data/perturbed/{dataset}/{perturbation}/{ratio}/queries.parquet"
 INDEX = "results/index/{run}"  # a folder: index.json, .npy arrays / bm25s folders, SHA256SUMS (no pickle)
@@ -102,20 +107,73 @@ def checkpoint_dir(train_path: str) -> Path:
 
 # The package code each phase runs, relative to src/csbench. Snakemake tracks its digest as a rule
 # parameter and dvc.yaml lists it as deps (tests/test_drivers.py checks both agree), so a code
-# change re-runs exactly the phases that run that code, under either driver.
+# change re-runs exactly the phases that run that code, under either driver. Each phase runs its
+# module of csbench/phases (with the package's Context and, for a phase reading another's outputs,
+# the checks of phases/inputs.py); evaluate and robust load the index through phases/index.py.
+_CONTEXT = "phases/__init__.py"
+_READS = (_CONTEXT, "phases/inputs.py")
 PHASE_CODE: dict[str, tuple[str, ...]] = {
-    "download": ("datasets/download.py", "datasets/base.py", "datasets/releases"),  # releases: what readers read
-    "prepare": ("datasets", "code"),
-    "audit": ("datasets/audit.py", "datasets/prepare.py", "code"),
-    "attack": ("attacks", "code"),
-    "train": ("train", "models", "code/parsing.py", "code/tokens.py"),
-    "index": ("evaluate/runner.py", "evaluate/protocols.py", "models", "code/tokens.py", "code/parsing.py"),
-    "evaluate": ("evaluate", "models", "code/tokens.py", "code/parsing.py"),
-    "perturb": ("perturbations",),
-    "robust": ("evaluate", "models", "code/tokens.py", "code/parsing.py"),
-    "robustness": ("evaluate/robustness.py", "evaluate/robust_report.py", "results/plots.py"),
-    "aggregate": ("results", "evaluate/stability.py"),
-    "dataset-table": ("results/dataset_table.py",),
+    # releases: what readers read
+    "download": ("datasets/download", "datasets/base.py", "datasets/releases", _CONTEXT, "phases/download.py"),
+    "prepare": ("datasets", "code", *_READS, "phases/prepare.py"),
+    "audit": ("datasets/audit.py", "datasets/prepare.py", "code", *_READS, "phases/audit.py"),
+    "attack": ("attacks", "code", *_READS, "phases/attack.py"),
+    "train": (
+        "train",
+        "models",
+        "code/parsing.py",
+        "code/tokens.py",
+        "code/languages",
+        "code/comments.py",  # models/dataflow.py parses snippets with it
+        "code/comments.py",
+        *_READS,
+        "phases/train.py",
+    ),
+    "index": (
+        "evaluate/runner.py",
+        "evaluate/pool_index.py",
+        "evaluate/pair_matching.py",
+        "evaluate/protocols.py",
+        "models",
+        "code/tokens.py",
+        "code/parsing.py",
+        "code/languages",
+        "code/comments.py",  # models/dataflow.py parses snippets with it
+        *_READS,
+        "phases/index.py",
+    ),
+    "evaluate": (
+        "evaluate",
+        "models",
+        "code/tokens.py",
+        "code/parsing.py",
+        "code/languages",
+        "code/comments.py",  # models/dataflow.py parses snippets with it
+        *_READS,
+        "phases/index.py",
+        "phases/evaluate.py",
+    ),
+    "perturb": ("perturbations", *_READS, "phases/perturb.py"),
+    "robust": (
+        "evaluate",
+        "models",
+        "code/tokens.py",
+        "code/parsing.py",
+        "code/languages",
+        "code/comments.py",  # models/dataflow.py parses snippets with it
+        *_READS,
+        "phases/index.py",
+        "phases/robust.py",
+    ),
+    "robustness": (
+        "evaluate/robustness.py",
+        "evaluate/robust_report.py",
+        "results/plots.py",
+        *_READS,
+        "phases/robustness.py",
+    ),
+    "aggregate": ("results", "evaluate/stability.py", *_READS, "phases/aggregate.py"),
+    "dataset-table": ("results/dataset_table.py", *_READS, "phases/dataset_table.py"),
 }
 PACKAGE_DIR = Path(__file__).resolve().parent
 

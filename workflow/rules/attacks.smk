@@ -1,9 +1,9 @@
 rule attack:
     input:
-        splits=expand("data/prepared/{{dataset}}/{split}.parquet", split=SPLITS),
+        splits=expand(f"{kept(PREPARED_DIR)}/{{split}}.parquet", split=SPLITS),
     output:
-        splits=expand("data/attacked/{{dataset}}/{{attack}}/{split}.parquet", split=SPLITS),
-        report="data/attacked/{dataset}/{attack}/attack.json",
+        splits=expand(f"{kept(ATTACKED_DIR)}/{{split}}.parquet", split=SPLITS),
+        report=f"{ATTACKED_DIR}/attack.json",
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),
@@ -15,4 +15,4 @@ rule attack:
     conda:
         ENV
     shell:
-        "{params.cli} attack {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} --jobs {threads} > {log} 2>&1"
+        csbench_call("attack", "--dataset {wildcards.dataset} --attack {wildcards.attack} --jobs {threads}")

@@ -72,6 +72,39 @@ def _on_command_line(path):
 CONFIG_ARGS = " ".join(f"--config {shlex.quote(_on_command_line(f))}" for f in CONFIG_FILES)
 
 
+# The templates of the rules (each one is inputs -> one CLI call -> outputs); the paths and
+# arguments that name a run are written here once, from csbench.paths, which the CLI and
+# dvc.yaml use too.
+RUN_KEY = paths.RUN_KEY  # {dataset}/{attack}/{model}/{loss}/{seed}/{inference}
+TRAIN_KEY = paths.TRAIN_KEY  # {dataset}/{attack}/{model}/{loss}/{seed}
+RUN_DIR = paths.RUN  # results/runs/<run>: metrics, ranks, TREC runs, provenance
+INDEX_DIR = paths.INDEX.format(run=RUN_KEY)  # results/index/<run>
+ROBUSTNESS_DIR = paths.ROBUSTNESS.format(run=RUN_KEY)  # results/robustness/<run>
+CHECKPOINT_DIR = paths.CHECKPOINT.format(train=TRAIN_KEY)  # checkpoints/<training>
+PREPARED_DIR = paths.PREPARED  # data/prepared/{dataset}
+ATTACKED_DIR = paths.ATTACKED  # data/attacked/{dataset}/{attack}
+RAW_DIR = paths.RAW  # data/raw/{dataset}
+CARDS_DIR = paths.CARDS  # results/datasets/{dataset}
+RUN_ARGS = " ".join(f"--{name} {{wildcards.{name}}}" for name in paths.RUN_WILDCARDS)
+TRAIN_ARGS = " ".join(f"--{name} {{wildcards.{name}}}" for name in paths.RUN_WILDCARDS[:-1])
+
+
+def kept(pattern):
+    """``pattern`` inside expand() or an f-string list: its wildcards stay the rule's wildcards."""
+    return pattern.replace("{", "{{").replace("}", "}}")
+
+
+def run_log(phase):
+    """The log of a per-run job of ``phase``."""
+    return f"logs/{phase}/{RUN_KEY}.log"
+
+
+def csbench_call(command, arguments="", cli="{params.cli}"):
+    """A rule's one shell command: ``csbench <command> <config files> <arguments>``, its output
+    to the rule's log (``cli``: the param that starts csbench, e.g. train's accelerate launcher)."""
+    return " ".join([cli, command, "{params.configs}", *([arguments] if arguments else []), "> {log} 2>&1"])
+
+
 def untracked(value):
     """``value`` as a param that snakemake does not record (rerun-triggers: params): a param given as
     a function of the job's ``input`` counts as derived from the job's files, and snakemake compares
@@ -118,10 +151,10 @@ def matching_inputs(w):
         return {}
     inputs = {}
     if CFG.has_released_pairs(w.dataset):
-        inputs["released_pairs_card"] = f"data/prepared/{w.dataset}/card.json"
+        inputs["released_pairs_card"] = f"{paths.prepared_dir(w.dataset).as_posix()}/card.json"
     rule_ = CFG.match_rule
     if rule_.kind == "borrowed" and CFG.model_spec(w.model).family != "cross":
-        inputs["borrowed_valid"] = f"data/attacked/{rule_.dataset}/{w.attack}/valid.parquet"
+        inputs["borrowed_valid"] = f"{paths.attacked_dir(rule_.dataset, w.attack).as_posix()}/valid.parquet"
     return inputs
 
 

@@ -19,7 +19,7 @@ localrules:
 # and the recorded content gets the new time noted in MANIFEST.json, so it is not measured again.)
 rule download:
     output:
-        sums="data/raw/{dataset}/SHA256SUMS",
+        sums=f"{RAW_DIR}/SHA256SUMS",
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),
@@ -32,16 +32,16 @@ rule download:
     conda:
         ENV
     shell:
-        "{params.cli} download {params.configs} --dataset {wildcards.dataset} > {log} 2>&1"
+        csbench_call("download", "--dataset {wildcards.dataset}")
 
 
 rule prepare:
     input:
-        sums="data/raw/{dataset}/SHA256SUMS",
+        sums=f"{RAW_DIR}/SHA256SUMS",
     output:
-        splits=expand("data/prepared/{{dataset}}/{split}.parquet", split=SPLITS),
-        card="data/prepared/{dataset}/card.json",
-        card_md="data/prepared/{dataset}/card.md",
+        splits=expand(f"{kept(PREPARED_DIR)}/{{split}}.parquet", split=SPLITS),
+        card=f"{PREPARED_DIR}/card.json",
+        card_md=f"{PREPARED_DIR}/card.md",
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),
@@ -54,16 +54,16 @@ rule prepare:
     conda:
         ENV
     shell:
-        "{params.cli} prepare {params.configs} --dataset {wildcards.dataset} --jobs {threads} > {log} 2>&1"
+        csbench_call("prepare", "--dataset {wildcards.dataset} --jobs {threads}")
 
 
 rule audit:
     input:
-        splits=expand("data/prepared/{{dataset}}/{split}.parquet", split=SPLITS),
-        card="data/prepared/{dataset}/card.json",
+        splits=expand(f"{kept(PREPARED_DIR)}/{{split}}.parquet", split=SPLITS),
+        card=f"{PREPARED_DIR}/card.json",
     output:
-        card="results/datasets/{dataset}/card.json",
-        card_md="results/datasets/{dataset}/card.md",
+        card=f"{CARDS_DIR}/card.json",
+        card_md=f"{CARDS_DIR}/card.md",
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),
@@ -74,4 +74,4 @@ rule audit:
     conda:
         ENV
     shell:
-        "{params.cli} audit {params.configs} --dataset {wildcards.dataset} --jobs {threads} > {log} 2>&1"
+        csbench_call("audit", "--dataset {wildcards.dataset} --jobs {threads}")

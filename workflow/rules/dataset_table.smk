@@ -18,8 +18,8 @@ if DATASET_TABLE is not None:
 
     rule dataset_table:
         input:
-            tests=expand("data/prepared/{dataset}/test.parquet", dataset=CFG.datasets),
-            reference=f"data/prepared/{DATASET_TABLE['reference']}/{DATASET_TABLE['reference_split']}.parquet",
+            tests=expand(f"{PREPARED_DIR}/test.parquet", dataset=CFG.datasets),
+            reference=f"{paths.prepared_dir(DATASET_TABLE['reference']).as_posix()}/{DATASET_TABLE['reference_split']}.parquet",
         output:
             DATASET_TABLE_FILES,
         params:
@@ -33,4 +33,4 @@ if DATASET_TABLE is not None:
         conda:
             ENV
         shell:
-            "{params.cli} dataset-table {params.configs} > {log} 2>&1"
+            csbench_call("dataset-table")

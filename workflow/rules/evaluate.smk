@@ -1,11 +1,15 @@
+# Retrieval (issues #3, #23): each run's pools encoded once (`index`), then searched and scored under
+# every protocol of evaluation.protocols (`evaluate`).
+
+
 rule index:
     input:
         unpack(checkpoint_input),
-        test="data/attacked/{dataset}/{attack}/test.parquet",
-        codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
-        valid="data/attacked/{dataset}/{attack}/valid.parquet",
+        test=f"{ATTACKED_DIR}/test.parquet",
+        codebase=f"{ATTACKED_DIR}/codebase.parquet",
+        valid=f"{ATTACKED_DIR}/valid.parquet",
     output:
-        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.json",
+        index=f"{INDEX_DIR}/index.json",
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),
@@ -13,34 +17,26 @@ rule index:
         model=lambda w: tracked("models", w.model),
         protocols=tracked("evaluation", "protocols"),
     log:
-        "logs/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
+        run_log("index"),
     conda:
         ENV
     shell:
-        "{params.cli} index {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
-        "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} "
-        "--inference {wildcards.inference} > {log} 2>&1"
+        csbench_call("index", RUN_ARGS)
 
 
 rule evaluate:
     input:
         unpack(matching_inputs),
-        test="data/attacked/{dataset}/{attack}/test.parquet",
-        codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
-        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.json",
-        valid="data/attacked/{dataset}/{attack}/valid.parquet",
+        test=f"{ATTACKED_DIR}/test.parquet",
+        codebase=f"{ATTACKED_DIR}/codebase.parquet",
+        index=f"{INDEX_DIR}/index.json",
+        valid=f"{ATTACKED_DIR}/valid.parquet",
     output:
-        metrics="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/metrics.json",
-        provenance="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/provenance.json",
-        ranks="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/ranks.tsv",
-        trec=expand(
-            "results/runs/{{dataset}}/{{attack}}/{{model}}/{{loss}}/{{seed}}/{{inference}}/run.{protocol}.trec.gz",
-            protocol=CFG.ranking_protocols,
-        ),
-        matching=expand(
-            "results/runs/{{dataset}}/{{attack}}/{{model}}/{{loss}}/{{seed}}/{{inference}}/{protocol}.tsv",
-            protocol=CFG.matching_protocols,
-        ),
+        metrics=f"{RUN_DIR}/metrics.json",
+        provenance=f"{RUN_DIR}/provenance.json",
+        ranks=f"{RUN_DIR}/ranks.tsv",
+        trec=expand(f"{kept(RUN_DIR)}/run.{{protocol}}.trec.gz", protocol=CFG.ranking_protocols),
+        matching=expand(f"{kept(RUN_DIR)}/{{protocol}}.tsv", protocol=CFG.matching_protocols),
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),
@@ -48,10 +44,8 @@ rule evaluate:
         model=lambda w: tracked("models", w.model),
         evaluation=tracked("evaluation"),
     log:
-        "logs/evaluate/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
+        run_log("evaluate"),
     conda:
         ENV
     shell:
-        "{params.cli} evaluate {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
-        "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} "
-        "--inference {wildcards.inference} > {log} 2>&1"
+        csbench_call("evaluate", RUN_ARGS)

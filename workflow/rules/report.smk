@@ -26,7 +26,7 @@ localrules:
 rule aggregate:
     input:
         metrics=[f"{paths.run_dir(run.path)}/metrics.json" for run in RUNS],
-        cards=expand("results/datasets/{dataset}/card.json", dataset=CFG.datasets),
+        cards=expand(f"{CARDS_DIR}/card.json", dataset=CFG.datasets),
         robustness=[f"{paths.robustness_dir(run.path)}/robustness.json" for run in CFG.robustness_runs()],
         rankings=[
             f"{paths.run_dir(run.path)}/run.{CFG.stability['protocol']}.trec.gz"
@@ -76,4 +76,4 @@ rule aggregate:
     conda:
         ENV
     shell:
-        "{params.cli} aggregate {params.configs} > {log} 2>&1"
+        csbench_call("aggregate")

@@ -4,11 +4,13 @@
 
 POINTS = CFG.perturbation_points()
 PERTURBED = sorted({p for p, _ in POINTS})
+# One run's robustness points: a file per (perturbation, ratio), the run's wildcards kept.
+ROBUST_POINTS = [f"{ROBUSTNESS_DIR}/points/{p}/{paths.ratio_label(r)}.json" for p, r in POINTS]
 
 
 rule perturb:
     input:
-        test="data/prepared/{dataset}/test.parquet",
+        test=f"{PREPARED_DIR}/test.parquet",
     output:
         queries=directory("data/perturbed/{dataset}/{perturbation}"),
     params:
@@ -22,21 +24,17 @@ rule perturb:
     conda:
         ENV
     shell:
-        "{params.cli} perturb {params.configs} --dataset {wildcards.dataset} "
-        "--perturbation {wildcards.perturbation} > {log} 2>&1"
+        csbench_call("perturb", "--dataset {wildcards.dataset} --perturbation {wildcards.perturbation}")
 
 
 rule robust:
     input:
-        test="data/attacked/{dataset}/{attack}/test.parquet",
-        codebase="data/attacked/{dataset}/{attack}/codebase.parquet",
-        index="results/index/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/index.json",
+        test=f"{ATTACKED_DIR}/test.parquet",
+        codebase=f"{ATTACKED_DIR}/codebase.parquet",
+        index=f"{INDEX_DIR}/index.json",
         queries=expand("data/perturbed/{{dataset}}/{perturbation}", perturbation=PERTURBED),
     output:
-        points=[
-            f"results/robustness/{{dataset}}/{{attack}}/{{model}}/{{loss}}/{{seed}}/{{inference}}/points/{p}/{paths.ratio_label(r)}.json"
-            for p, r in POINTS
-        ],
+        points=ROBUST_POINTS,
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),
@@ -44,26 +42,21 @@ rule robust:
         protocol=tracked("robustness", "protocol"),
     threads: encoder_threads
     log:
-        "logs/robust/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
+        run_log("robust"),
     conda:
         ENV
     shell:
-        "{params.cli} robust {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
-        "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} "
-        "--inference {wildcards.inference} > {log} 2>&1"
+        csbench_call("robust", RUN_ARGS)
 
 
 rule robustness:
     input:
-        ranks="results/runs/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/ranks.tsv",
-        points=[
-            f"results/robustness/{{dataset}}/{{attack}}/{{model}}/{{loss}}/{{seed}}/{{inference}}/points/{p}/{paths.ratio_label(r)}.json"
-            for p, r in POINTS
-        ],
+        ranks=f"{RUN_DIR}/ranks.tsv",
+        points=ROBUST_POINTS,
     output:
-        record="results/robustness/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/robustness.json",
+        record=f"{ROBUSTNESS_DIR}/robustness.json",
         plot=report(
-            "results/robustness/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}/robustness.png",
+            f"{ROBUSTNESS_DIR}/robustness.png",
             caption="../report/robustness.rst",
             category="Robustness (COBE Fig. 1)",
             subcategory="{dataset} / {attack}",
@@ -75,10 +68,8 @@ rule robustness:
         code=paths.code_digest("robustness"),
         robustness=tracked("robustness"),
     log:
-        "logs/robustness/{dataset}/{attack}/{model}/{loss}/{seed}/{inference}.log",
+        run_log("robustness"),
     conda:
         ENV
     shell:
-        "{params.cli} robustness {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
-        "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} "
-        "--inference {wildcards.inference} > {log} 2>&1"
+        csbench_call("robustness", RUN_ARGS)

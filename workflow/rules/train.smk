@@ -10,11 +10,11 @@
 
 rule train:
     input:
-        train="data/attacked/{dataset}/{attack}/train.parquet",
-        valid="data/attacked/{dataset}/{attack}/valid.parquet",
+        train=f"{ATTACKED_DIR}/train.parquet",
+        valid=f"{ATTACKED_DIR}/valid.parquet",
     output:
-        best=directory("checkpoints/{dataset}/{attack}/{model}/{loss}/{seed}/best"),
-        record="checkpoints/{dataset}/{attack}/{model}/{loss}/{seed}/train.json",
+        best=directory(f"{CHECKPOINT_DIR}/best"),
+        record=f"{CHECKPOINT_DIR}/train.json",
     params:
         launch=train_launch,
         configs=untracked(CONFIG_ARGS),
@@ -26,9 +26,8 @@ rule train:
     resources:
         cpu_processes=1,  # training processes when the job has no GPU (`--set-resources train:cpu_processes=N`)
     log:
-        "logs/train/{dataset}/{attack}/{model}/{loss}/{seed}.log",
+        f"logs/train/{TRAIN_KEY}.log",
     conda:
         ENV
     shell:
-        "{params.launch} train {params.configs} --dataset {wildcards.dataset} --attack {wildcards.attack} "
-        "--model {wildcards.model} --loss {wildcards.loss} --seed {wildcards.seed} > {log} 2>&1"
+        csbench_call("train", TRAIN_ARGS, cli="{params.launch}")

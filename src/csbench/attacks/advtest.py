@@ -79,6 +79,7 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
+from csbench.attacks.spec import Attack, register
 from csbench.code.comments import Edit, Snippet, comment_edits, parse_snippet
 from csbench.code.parsing import captures_by_name, get_query
 
@@ -264,3 +265,18 @@ def rewrite(code: str, language: str, keep_comments: bool, snippet: Snippet | No
             f" {', '.join(LANGUAGES)} only, not {language}; advtest_normalize_scoped renames all seven languages"
         )
     return normalize(code, keep_comments, snippet)
+
+
+register(
+    Attack(
+        "advtest_normalize",
+        "CodeXGLUE AdvTest's normalisation (Python), by tokens: the function name -> Func everywhere in the"
+        " text, the names of parameter lists and assignment / for targets -> arg_i wherever they stand as"
+        " tokens (call keywords included, attribute names and strings excepted); meaning not preserved",
+        LANGUAGES,
+        "renaming",
+        rewrite=rewrite,
+        preserves_meaning=False,
+        other_languages="advtest_normalize_scoped",
+    )
+)

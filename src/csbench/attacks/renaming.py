@@ -3,7 +3,8 @@
 A strategy maps every snippet of a dataset to an old -> new renaming of the identifiers the snippet
 defines (``csbench.code.identifiers``), as a pure function of the dataset's snippets in dataset order
 and the attack's parameters. ``csbench.attacks`` runs the analysis (in parallel) and applies the
-renamings. Every strategy returns, per snippet, a mapping that ``identifiers.rename`` accepts:
+renamings. Each strategy registers its attack beside it (``@renaming_attack``, ``csbench.attacks.spec``).
+Every strategy returns, per snippet, a mapping that ``identifiers.rename`` accepts:
 
 * new names are valid identifiers of the snippet's language;
 * the renaming is one-to-one on the snippet's defined names;
@@ -29,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from csbench.attacks.spec import renaming_attack
 from csbench.code.comments import Edit, Snippet, apply_edits, comment_edits, parse_snippet
 from csbench.code.identifiers import Identifiers, identifiers_and_comments, is_valid_name, rename_edits, splice
 
@@ -223,6 +225,35 @@ def _valid_base(name: str, language: str) -> str:
 Strategy = Callable[[Sequence[Item], dict[str, Any]], list[Mapping]]
 
 
+def check_shift(name: str, params: dict[str, Any]) -> str | None:
+    """A shift of 0 renames nothing: ``k_shift_*-0`` would silently be ``no_comment``, so ``k`` starts at
+    1 (as the ``-<k>`` variant and in ``attack_params``)."""
+    k = params["k"]
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        return (
+            f"{name}.k must be an integer >= 1, not {k!r} "
+            "(a shift of 0 renames nothing: the attack would be no_comment)"
+        )
+    return None
+
+
+def check_shift_range(name: str, params: dict[str, Any]) -> str | None:
+    """``random_permutation``'s range of shifts: 1 <= min_k <= max_k (a shift of 0 renames nothing)."""
+    if not 1 <= params["min_k"] <= params["max_k"]:
+        return (
+            f"{name} needs 1 <= min_k <= max_k, not {params['min_k']}..{params['max_k']} (a shift of 0 renames nothing)"
+        )
+    return None
+
+
+def _shift(unit: str) -> dict[str, Any]:
+    """The ``Attack`` fields of a shift by ``k`` (``unit``: what it shifts over): default 3, ``-<k>``."""
+    description = f"shift in {unit} when the spec has no -<k> suffix (default 3); 0 would rename nothing"
+    schema = {"k": {"type": "integer", "minimum": 1, "description": description}}
+    return {"defaults": {"k": 3}, "variant": "k", "params_schema": schema, "check": check_shift}
+
+
+@renaming_attack("full_hash", "each identifier -> role prefix (fun/arg/var) + SHA1 hex digest of its name")
 def full_hash(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """Each identifier -> its role prefix (``fun`` / ``arg`` / ``var``) + the SHA1 hex digest of its name."""
     out = []
@@ -247,6 +278,11 @@ def rotate(names: Sequence[str], k: int) -> Mapping:
     return {name: names[(i - k) % n] for i, name in enumerate(names)} if n else {}
 
 
+@renaming_attack(
+    "k_shift_snippet",
+    "cyclic rotation of the snippet's own identifier list by k",
+    **_shift("identifiers"),
+)
 def k_shift_snippet(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """Cyclic rotation of each snippet's own identifier list by ``k``."""
     k = int(params["k"])
@@ -260,17 +296,38 @@ def random_shift(seed: int, language: str, code: str, low: int = 1, high: int = 
     return low + int.from_bytes(digest[:8], "big") % (high - low + 1)
 
 
+@renaming_attack(
+    "random_permutation",
+    "k_shift_snippet with k drawn per snippet uniformly from min_k..max_k (default 1..20), seeded",
+    defaults={"seed": 0, "min_k": 1, "max_k": 20},
+    params_schema={
+        "seed": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "the shift of a snippet is drawn from (seed, language, code)",
+        },
+        "min_k": {"type": "integer", "minimum": 1, "description": "a shift of 0 would rename nothing"},
+        "max_k": {"type": "integer", "minimum": 1},
+    },
+    check=check_shift_range,
+)
 def random_permutation(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """Like ``k_shift_snippet`` with ``k`` drawn per snippet uniformly from ``min_k..max_k`` (seeded)."""
     seed, low, high = int(params["seed"]), int(params["min_k"]), int(params["max_k"])
     return [rotate(it.identifiers.names, random_shift(seed, it.language, it.source, low, high)) for it in items]
 
 
+@renaming_attack("ordered_id", "the j-th identifier -> id<j>")
 def ordered_id(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """The j-th identifier (1-based, order of first occurrence) -> ``id<j>``."""
     return [{name: f"id{j}" for j, name in enumerate(it.identifiers.names, 1)} for it in items]
 
 
+@renaming_attack(
+    "advtest_normalize_scoped",
+    "AdvTest's naming scheme on the identifier analysis: the function name -> Func, the parameters and"
+    " locals the snippet defines -> arg_i in order of first occurrence (scope-aware, capture-free)",
+)
 def advtest_normalize_scoped(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """AdvTest's naming scheme on the identifier analysis (``advtest_normalize_scoped``): the function
     name -> ``Func``, every parameter and local the snippet defines, in order of first occurrence ->
@@ -297,6 +354,12 @@ def _by_language(items: Sequence[Item]) -> dict[str, list[int]]:
     return groups
 
 
+@renaming_attack(
+    "k_shift_dataset",
+    "identifiers of snippet i take, in order, those of snippet i-k (cyclically over the dataset)",
+    dataset_wide=True,
+    **_shift("snippets"),
+)
 def k_shift_dataset(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """The identifiers of snippet i take, in order, those of snippet i - k (cyclically over the snippets
     of the same language, in dataset order); surplus donor names are unused, missing ones keep theirs."""
@@ -338,6 +401,20 @@ def most_popular_mapping(ids: Identifiers, language: str, ranking: Sequence[str]
     return dict(zip(snippet_ranking(ids), usable, strict=False))
 
 
+@renaming_attack(
+    "most_popular",
+    "the snippet's j-th most frequent identifier -> the dataset's j-th most frequent",
+    defaults={"ranking": None},  # None: the dataset's own ranking
+    dataset_wide=True,
+    params_schema={
+        "ranking": {
+            "description": "a fixed ranking of names, most frequent first, instead of the dataset's own"
+            " (e.g. the thesis's)",
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+        }
+    },
+)
 def most_popular(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """Rank identifiers by frequency over the dataset and inside each snippet; the snippet's j-th most
     frequent becomes the dataset's j-th most frequent. ``params["ranking"]`` (a list of names) replaces

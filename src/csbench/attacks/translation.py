@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 from tree_sitter import Node, Query
 
+from csbench.attacks.spec import Attack, register
 from csbench.code.comments import (
     comment_edits,
     comment_nodes,
@@ -30,7 +31,7 @@ from csbench.code.comments import (
     python_docstring_node,
 )
 from csbench.code.languages import language_spec
-from csbench.code.parsing import captures_by_name, get_query
+from csbench.code.parsing import LANGUAGES, captures_by_name, get_query
 
 INSTALL_HINT = "install Debian's apertium and apertium-eng-spa (scripts/setup.sh does when apt is usable)"
 # Leading comment markers of one line of a comment, and the closing marker of a block comment.
@@ -229,3 +230,21 @@ def translate_frame(frame: pd.DataFrame, translator: Apertium, workers: int = 1)
 
 def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+register(
+    Attack(
+        "translation",
+        "comments and docstrings translated into another language through apertium (default eng-spa); code unchanged",
+        LANGUAGES,
+        "comments",
+        defaults={"pair": "eng-spa"},
+        params_schema={
+            "pair": {
+                "type": "string",
+                "pattern": "^[a-z_A-Z]+-[a-z_A-Z]+$",
+                "description": "apertium language pair, e.g. eng-spa",
+            }
+        },
+    )
+)

@@ -253,31 +253,9 @@ def _comment_edits_other(snippet: Snippet, spec: LanguageSpec, nodes: Sequence[N
 
 # Comments that close themselves; every other comment node is a line comment (``#``, ``//``).
 _BLOCK_OPENERS = (b"/*", b"=begin")
-# What a line comment starts with, per language (a cheap test before any parse).
-LINE_COMMENT_MARKERS: dict[str, tuple[str, ...]] = {
-    "python": ("#",),
-    "r": ("#",),
-    "ruby": ("#",),
-    "go": ("//",),
-    "java": ("//",),
-    "javascript": ("//",),
-    "php": ("#", "//"),
-}
 _BLOCK_COMMENT = re.compile(rb"/\*.*?\*/", re.DOTALL)
 _NON_SPACE = re.compile(rb"\S")
 _WHITE = b" \t\r\n\f\v"
-_BLOCK_COMMENT_LANGUAGES = frozenset({"go", "java", "javascript", "php"})
-# Nodes whose named children are statements (a line of several of them was several lines, or is
-# a one-liner written with ``;``): the snippet's root and the languages' blocks.
-_STATEMENT_LISTS: dict[str, frozenset[str]] = {
-    "python": frozenset({"module", "block"}),
-    "r": frozenset({"program", "brace_list", "braced_expression"}),
-    "ruby": frozenset({"program", "body_statement", "block_body", "then", "else", "do"}),
-    "go": frozenset({"source_file", "block", "statement_list"}),
-    "java": frozenset({"program", "block", "class_body", "constructor_body"}),
-    "javascript": frozenset({"program", "statement_block", "class_body"}),
-    "php": frozenset({"program", "compound_statement", "declaration_list"}),
-}
 _NOT_STATEMENTS = frozenset({"php_tag", "text_interpolation"})
 
 
@@ -344,7 +322,7 @@ def _swallowed(data: bytes, start: int, end: int, language: str) -> tuple[int, i
                 close = data.find(quote, end)
                 return end, len(data) if close == -1 else close + 3
         return None
-    if language not in _BLOCK_COMMENT_LANGUAGES or data.startswith(_BLOCK_OPENERS, start):
+    if not language_spec(language).block_comments or data.startswith(_BLOCK_OPENERS, start):
         return None
     opener = data.rfind(b"/*", start + 1, end)
     if opener == -1 or data.find(b"*/", opener + 2, end) != -1:
@@ -411,18 +389,18 @@ def has_undelimited_comment(code: str, language: str, snippet: Snippet | None = 
     last line holds a line-comment marker or where a marker precedes such an opener on a line."""
     code_end = len(code.rstrip())
     last_line = code[code.rfind("\n", 0, code_end) + 1 : code_end]
-    if not any(marker in last_line for marker in LINE_COMMENT_MARKERS[language]):
+    spec = language_spec(language)
+    if not any(marker in last_line for marker in spec.line_comment_markers):
         if language == "python":
             swallowing = _SWALLOWED_TRIPLE_QUOTE.search(code)
         else:
-            swallowing = language in _BLOCK_COMMENT_LANGUAGES and _SWALLOWED_BLOCK.search(code)
+            swallowing = spec.block_comments and _SWALLOWED_BLOCK.search(code)
         if not swallowing:
             return False
     snippet = snippet if snippet is not None else parse_snippet(code, language)
     if language == "python":
         found = [node for node, _ in get_query("python", _PY_COMMENT_QUERY).captures(snippet.tree.root_node)]
         return bool(_python_kept(snippet, found))
-    spec = language_spec(language)
     spans = _comment_spans(snippet, comment_nodes(snippet.tree.root_node, spec.comment_types, language))
     return bool(_kept_spans(snippet, spec, spans))
 
@@ -454,21 +432,21 @@ def code_layout(code: str, language: str) -> CodeLayout:
     parsed once."""
     data = code.encode("utf-8")
     core = data.strip()
+    spec = language_spec(language)
     if b"\n" in core and (
-        language not in _BLOCK_COMMENT_LANGUAGES or b"/*" not in core or b"\n" in _BLOCK_COMMENT.sub(b"", core)
+        not spec.block_comments or b"/*" not in core or b"\n" in _BLOCK_COMMENT.sub(b"", core)
     ):  # several lines (``#`` comments end at line breaks, so they never hold one)
         if has_undelimited_comment(code, language):  # breaks only in strings, or a swallowed opener
             return CodeLayout(flattened=True, undelimited_comment=True)
         return _MULTI_LINE
     snippet = parse_snippet(data, language)
-    spec = language_spec(language)
     root = snippet.tree.root_node
     spans = _comment_spans(snippet, comment_nodes(root, spec.comment_types, language))
     first, last = len(data) - len(data.lstrip()), len(data.rstrip())
     if data.count(b"\n", first, last) > _breaks_in(data, spans, first, last):
         return _MULTI_LINE
     undelimited = has_undelimited_comment(code, language, snippet)
-    flattened = undelimited or root.has_error or _several_statements(snippet, _STATEMENT_LISTS[language], spec)
+    flattened = undelimited or root.has_error or _several_statements(snippet, spec.statement_lists, spec)
     return CodeLayout(one_line=True, flattened=flattened, undelimited_comment=undelimited)
 
 

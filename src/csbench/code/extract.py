@@ -4,9 +4,9 @@ See SPEC "Building a corpus from source": query = first paragraph of the documen
 short queries, short functions, test functions, constructors and standard extension methods.
 Deduplication and splitting work on the whole corpus and live in ``csbench.datasets.local``.
 
-``extract_functions(source, language)`` covers python, go, java, javascript, php, ruby and r; each
-language's conventions are in ``csbench.code.languages``, its definitions are found by ``_DEFINITIONS``
-below (see each finder's docstring for what it covers and what not).
+``extract_functions(source, language)`` covers every registered language; each language's
+conventions and its definition finder (``Language.definitions``: see its docstring for what it covers
+and what not) are in its module ``csbench.code.languages.<name>``; the shared engine is here.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from csbench.code import languages
 from csbench.code.comments import comment_nodes, parse_snippet, python_docstring_node, remove_comments
-from csbench.code.languages import C_BLOCK_LINE, SPECS, LanguageSpec, language_spec
+from csbench.code.languages import C_BLOCK_LINE, LanguageSpec, language_spec
+from csbench.code.languages.base import Definition
 from csbench.code.parsing import parse, walk
 from csbench.code.tokens import docstring_tokens
 
@@ -87,35 +89,12 @@ def _dedent_definition(data: bytes, node: Node, string_types: frozenset[str] = f
     )
 
 
-def _python_definitions(root: Node) -> list[tuple[Node, str]]:
-    """Top-level functions and methods (at any class depth) with qualified names; nested
-    functions are part of their enclosing function and not listed."""
-    found: list[tuple[Node, str]] = []
-    stack: list[tuple[Node, tuple[str, ...]]] = [(root, ())]
-    while stack:
-        node, scope = stack.pop()
-        for child in reversed(node.children):
-            if child.type == "function_definition":
-                name = child.child_by_field_name("name")
-                if name is not None:
-                    found.append((child, ".".join((*scope, name.text.decode("utf-8")))))
-            elif child.type == "class_definition":
-                name = child.child_by_field_name("name")
-                body = child.child_by_field_name("body")
-                if name is not None and body is not None:
-                    stack.append((body, (*scope, name.text.decode("utf-8"))))
-            elif child.type not in ("lambda", "string", "comment"):
-                stack.append((child, scope))
-    found.sort(key=lambda item: item[0].start_byte)
-    return found
-
-
 def python_functions(source: str) -> list[Function]:
     """Every documented function and method in a Python source file (unfiltered)."""
     data = source.encode("utf-8")
     root = parse(data, "python").root_node
     functions = []
-    for node, qualname in _python_definitions(root):
+    for node, qualname in language_spec("python").definitions(root):
         doc_stmt = python_docstring_node(node)
         if doc_stmt is None:
             continue
@@ -139,7 +118,7 @@ def python_functions(source: str) -> list[Function]:
 
 def rejection_reason(function: Function, settings: FilterSettings) -> str | None:
     """Why CodeSearchNet's filters drop ``function``, or None if it is kept."""
-    spec = SPECS.get(function.language, SPECS["python"])
+    spec = language_spec(function.language if function.language in languages.LANGUAGES else "python")
     short_name = function.func_name.rsplit(".", 1)[-1] if spec.qualified_names else function.func_name
     if "test" in short_name.lower():
         return "test_function"
@@ -294,7 +273,7 @@ def extract_functions(source: str, language: str) -> list[Function]:
     comments = comment_nodes(root, spec.comment_types, spec.name)
     ends = [node.end_byte for node in comments]
     functions = []
-    for anchor, qualname in _DEFINITIONS[language](root):
+    for anchor, qualname in spec.definitions(root):
         doc_nodes = _doc_comment_nodes(data, anchor, comments, ends, spec)
         if not doc_nodes:
             continue
@@ -318,225 +297,43 @@ def extract_functions(source: str, language: str) -> list[Function]:
     return functions
 
 
-Definition = tuple[Node, str]  # (the node the doc comment sits above and whose text is the code, name)
+# ------------------------------------------------------------------ shared by the definition finders
 
 
-def _text(node: Node | None) -> str:
+def node_text(node: Node | None) -> str:
+    """The text of ``node`` ("" for none)."""
     return "" if node is None else node.text.decode("utf-8", "replace")
 
 
-def _sorted(found: list[Definition]) -> list[Definition]:
+def in_document_order(found: list[Definition]) -> list[Definition]:
+    """``found`` sorted by position (stable)."""
     return sorted(found, key=lambda item: item[0].start_byte)
 
 
-def _go_definitions(root: Node) -> list[Definition]:
-    """Top-level ``func`` declarations, and methods as ``Type.Method`` (the receiver's type name,
-    pointer and type parameters dropped). Function literals are not definitions."""
-    found = []
-    for child in root.children:
-        name = child.child_by_field_name("name")
-        if name is None:
-            continue
-        if child.type == "function_declaration":
-            found.append((child, _text(name)))
-        elif child.type == "method_declaration":
-            receiver = child.child_by_field_name("receiver")
-            type_name = next((n for n in walk(receiver) if n.type == "type_identifier"), None) if receiver else None
-            qualname = f"{_text(type_name)}.{_text(name)}" if type_name is not None else _text(name)
-            found.append((child, qualname))
-    return found
+# what ``walk_definitions``' ``visit`` says of a child: walk into it (a definition: its name; skip: None)
+WALK_INTO = True
 
 
-_JAVA_TYPES = {
-    "class_declaration",
-    "interface_declaration",
-    "enum_declaration",
-    "record_declaration",
-    "annotation_type_declaration",
-}
-_JAVA_BODIES = {"class_body", "interface_body", "enum_body", "enum_body_declarations", "annotation_type_body"}
-_JAVA_METHODS = {"method_declaration", "constructor_declaration", "compact_constructor_declaration"}
-
-
-def _java_definitions(root: Node) -> list[Definition]:
-    """Methods and constructors with a body, as ``Class.method`` (``Outer.Inner.method`` for nested
-    types), in classes, interfaces (default / static methods), enums, records and annotation types at
-    any nesting. Not covered: methods of anonymous and local classes (inside method bodies or field
-    initialisers) and of enum constants' bodies."""
+def walk_definitions(
+    root: Node, types: frozenset[str], visit: Callable[[Node, tuple[str, ...]], str | bool | None]
+) -> list[Definition]:
+    """The definitions below ``root`` in document order, found by a walk that keeps the qualified scope:
+    a child whose type is in ``types`` (classes, interfaces, ...) with a name and a body opens the
+    scope ``(*scope, name)`` in its body; of any other child, ``visit(child, scope)`` says whether it
+    is a definition (its qualified name, a ``str``), to be walked into (``WALK_INTO``) or skipped."""
     found: list[Definition] = []
     stack: list[tuple[Node, tuple[str, ...]]] = [(root, ())]
     while stack:
         node, scope = stack.pop()
         for child in node.children:
-            if child.type in _JAVA_TYPES:
+            if child.type in types:
                 name, body = child.child_by_field_name("name"), child.child_by_field_name("body")
                 if name is not None and body is not None:
-                    stack.append((body, (*scope, _text(name))))
-            elif child.type in _JAVA_BODIES:
+                    stack.append((body, (*scope, node_text(name))))
+                continue
+            what = visit(child, scope)
+            if isinstance(what, str):
+                found.append((child, what))
+            elif what is WALK_INTO:
                 stack.append((child, scope))
-            elif child.type in _JAVA_METHODS and child.child_by_field_name("body") is not None:
-                name = child.child_by_field_name("name")
-                short = _text(name) if name is not None else (scope[-1] if scope else "")
-                if short:
-                    found.append((child, ".".join((*scope, short))))
-    return _sorted(found)
-
-
-_JS_FUNCTIONS = {"function", "function_expression", "arrow_function", "generator_function"}
-_JS_DECLARATIONS = {"function_declaration", "generator_function_declaration"}
-
-
-def _js_name(node: Node | None) -> str:
-    text = _text(node)
-    return text.strip("'\"") if node is not None and node.type == "string" else "".join(text.split())
-
-
-def _javascript_definitions(root: Node) -> list[Definition]:
-    """Covered: function declarations (also ``export``-ed), class methods (``Class.method``),
-    ``const / let / var f = function / arrow / generator`` (one declarator), assignments
-    ``a.b.c = function`` (lodash / express style; the name is the assigned path), and methods and
-    function-valued properties of object literals (``obj.key`` when the object is assigned to a
-    name). Definitions nested in function bodies are found too (modules wrapped in an IIFE, like
-    lodash.js), with names restarting at the function boundary. Not covered: class fields holding
-    arrow functions, functions passed as arguments, ``export default`` of an anonymous function."""
-    found: list[Definition] = []
-    stack: list[tuple[Node, tuple[str, ...]]] = [(root, ())]
-
-    def value_scope(value: Node | None, anchor: Node, name: str, scope: tuple[str, ...]) -> None:
-        if value is None:
-            return
-        if value.type in _JS_FUNCTIONS:
-            found.append((anchor, ".".join((*scope, name))))
-            stack.append((value, ()))
-        elif value.type in ("object", "class"):
-            stack.append((value, (*scope, name)))
-        else:
-            stack.append((value, scope))
-
-    while stack:
-        node, scope = stack.pop()
-        for child in node.children:
-            anchor, target = child, child
-            if child.type == "export_statement":
-                declaration = child.child_by_field_name("declaration")
-                if declaration is None:
-                    stack.append((child, scope))
-                    continue
-                target = declaration
-            kind = target.type
-            if kind in _JS_DECLARATIONS or kind == "method_definition":
-                name = target.child_by_field_name("name")
-                if name is not None:
-                    found.append((anchor, ".".join((*scope, _js_name(name)))))
-                stack.append((target, ()))
-            elif kind in ("class_declaration", "class"):
-                name = target.child_by_field_name("name")
-                stack.append((target, (*scope, _text(name)) if name is not None else scope))
-            elif kind in ("lexical_declaration", "variable_declaration"):
-                declarators = [c for c in target.named_children if c.type == "variable_declarator"]
-                if len(declarators) == 1:
-                    declarator = declarators[0]
-                    name = _text(declarator.child_by_field_name("name"))
-                    value_scope(declarator.child_by_field_name("value"), anchor, name, scope)
-                else:
-                    stack.append((target, scope))
-            elif kind == "expression_statement" and target.named_child_count == 1:
-                expression = target.named_children[0]
-                if expression.type == "assignment_expression":
-                    left = expression.child_by_field_name("left")
-                    value_scope(expression.child_by_field_name("right"), anchor, _js_name(left), ())
-                else:
-                    stack.append((target, scope))
-            elif kind == "pair":
-                name = _js_name(target.child_by_field_name("key"))
-                value_scope(target.child_by_field_name("value"), anchor, name, scope)
-            elif kind in _JS_FUNCTIONS:
-                stack.append((target, ()))
-            else:
-                stack.append((target, scope))
-    return _sorted(found)
-
-
-_PHP_TYPES = {"class_declaration", "interface_declaration", "trait_declaration", "enum_declaration"}
-_PHP_OPAQUE = {"anonymous_function_creation_expression", "arrow_function", "object_creation_expression"}
-
-
-def _php_definitions(root: Node) -> list[Definition]:
-    """Functions (also inside namespaces and ``if (!function_exists(...))`` blocks) and methods with a
-    body of classes, interfaces, traits and enums, as ``Class.method``. Not covered: closures, arrow
-    functions, anonymous classes, functions declared inside function bodies."""
-    found: list[Definition] = []
-    stack: list[tuple[Node, tuple[str, ...]]] = [(root, ())]
-    while stack:
-        node, scope = stack.pop()
-        for child in node.children:
-            if child.type in _PHP_TYPES:
-                name, body = child.child_by_field_name("name"), child.child_by_field_name("body")
-                if name is not None and body is not None:
-                    stack.append((body, (*scope, _text(name))))
-            elif child.type in ("function_definition", "method_declaration"):
-                name = child.child_by_field_name("name")
-                if name is not None and child.child_by_field_name("body") is not None:
-                    found.append((child, ".".join((*scope, _text(name)))))
-            elif child.type not in _PHP_OPAQUE:
-                stack.append((child, scope))
-    return _sorted(found)
-
-
-def _ruby_definitions(root: Node) -> list[Definition]:
-    """``def`` methods in classes and modules (``Module.Class.method``, ``::`` written ``.``),
-    ``def self.x`` / ``class << self`` singleton methods (``Class.x``), top-level methods, and
-    methods defined in blocks or conditionals at class level. Not covered: ``define_method``, methods
-    nested in method bodies, ``attr_*`` accessors."""
-    found: list[Definition] = []
-    stack: list[tuple[Node, tuple[str, ...]]] = [(root, ())]
-    while stack:
-        node, scope = stack.pop()
-        for child in node.children:
-            if child.type in ("class", "module"):
-                name = _text(child.child_by_field_name("name")).replace("::", ".")
-                stack.append((child, (*scope, name) if name else scope))
-            elif child.type == "method":
-                found.append((child, ".".join((*scope, _text(child.child_by_field_name("name"))))))
-            elif child.type == "singleton_method":
-                owner = child.child_by_field_name("object")
-                prefix = scope if owner is None or owner.type == "self" else (_text(owner).replace("::", "."),)
-                found.append((child, ".".join((*prefix, _text(child.child_by_field_name("name"))))))
-            elif child.type != "comment":
-                stack.append((child, scope))
-    return _sorted(found)
-
-
-_R_ASSIGNMENTS = {"left_assignment", "equals_assignment", "super_assignment"}
-
-
-def _r_definitions(root: Node) -> list[Definition]:
-    """``name <- function(...)``, ``name = function(...)`` and ``name <<- function(...)`` outside
-    function bodies (top level, or in ``if`` / ``local`` blocks); the name as written, backticks and
-    quotes dropped (``print.foo`` is one name, not a method ``foo``). Not covered: ``function(...) -> name``,
-    functions in lists (``list(f = function...)``), ``setMethod`` / ``R6Class`` methods."""
-    found: list[Definition] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in node.children:
-            if child.type in _R_ASSIGNMENTS:
-                value = child.child_by_field_name("value")
-                if value is not None and value.type == "function_definition":
-                    name = _text(child.child_by_field_name("name")).strip("`'\"")
-                    if name:
-                        found.append((child, name))
-                    continue
-            if child.type != "function_definition":
-                stack.append(child)
-    return _sorted(found)
-
-
-_DEFINITIONS: dict[str, Callable[[Node], list[Definition]]] = {
-    "go": _go_definitions,
-    "java": _java_definitions,
-    "javascript": _javascript_definitions,
-    "php": _php_definitions,
-    "ruby": _ruby_definitions,
-    "r": _r_definitions,
-}
+    return in_document_order(found)

@@ -8,20 +8,23 @@ from collections.abc import Iterable, Iterator
 
 from tree_sitter import Node, Parser, Query, Tree
 
-LANGUAGES = ("python", "go", "java", "javascript", "php", "ruby", "r")
+from csbench.code import languages
+
+# the registry's names, re-exported: many modules import them from here
+from csbench.code.languages import LANGUAGES as LANGUAGES
 
 
 @functools.cache
 def get_parser(language: str) -> Parser:
     """The tree-sitter parser for ``language`` from tree-sitter-languages (needs tree-sitter 0.21.3)."""
-    if language not in LANGUAGES:
-        raise ValueError(f"unsupported language {language!r}; supported: {', '.join(LANGUAGES)}")
+    if language not in languages.LANGUAGES:
+        raise ValueError(f"unsupported language {language!r}; supported: {', '.join(languages.LANGUAGES)}")
     import tree_sitter_languages
 
     with warnings.catch_warnings():
         # tree-sitter 0.21 deprecates the Language(path, name) call tree-sitter-languages makes.
         warnings.simplefilter("ignore", FutureWarning)
-        return tree_sitter_languages.get_parser(language)
+        return tree_sitter_languages.get_parser(languages.language_spec(language).grammar)
 
 
 def parse(code: str | bytes, language: str) -> Tree:
@@ -37,7 +40,7 @@ def get_query(language: str, source: str) -> Query:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        return tree_sitter_languages.get_language(language).query(source)
+        return tree_sitter_languages.get_language(languages.language_spec(language).grammar).query(source)
 
 
 def captures_by_name(query: Query, names: Iterable[str], node: Node) -> dict[str, list[Node]]:

@@ -29,6 +29,7 @@ from csbench.code.extract import (
     normalized_code_key,
     rejection_reason,
 )
+from csbench.code.languages import all_languages
 from csbench.code.parsing import parse
 from csbench.code.tokens import docstring_tokens, subtokens
 from csbench.datasets.base import RECORD_COLUMNS, SPLITS, DatasetSpec
@@ -36,15 +37,8 @@ from csbench.datasets.base import RECORD_COLUMNS, SPLITS, DatasetSpec
 log = logging.getLogger(__name__)
 
 LOCAL_SOURCE_KIND = "local-source"
-SUFFIXES = {
-    "python": (".py",),
-    "go": (".go",),
-    "java": (".java",),
-    "javascript": (".js",),
-    "php": (".php",),
-    "ruby": (".rb",),
-    "r": (".R", ".r"),
-}
+# language -> the endings of its source files (``Language.extensions``)
+SUFFIXES = {name: spec.extensions for name, spec in all_languages().items()}
 STDLIB = "stdlib"
 SITE_PACKAGES = "site-packages"
 

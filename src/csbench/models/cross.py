@@ -62,10 +62,12 @@ from csbench.evaluate.metrics import rank_of_correct
 from csbench.models.defaults import CROSS_DEFAULTS, CROSS_MODELS
 from csbench.models.encoder import (
     Features,
+    check_param_names,
     check_remote_code,
     length_sorted_batches,
+    read_checkpoint_meta,
     seal_checkpoint,
-    verify_checkpoint,
+    seeded_init,
 )
 from csbench.models.hf import (
     _not_available,
@@ -98,11 +100,7 @@ def cross_params(name: str, **overrides: Any) -> dict[str, Any]:
 
 def resolve_cross_params(params: dict[str, Any]) -> dict[str, Any]:
     """``params`` over :data:`CROSS_DEFAULTS`, checked; unknown keys are an error (with a close match)."""
-    unknown = sorted(set(params) - set(CROSS_DEFAULTS))
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], list(CROSS_DEFAULTS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown cross-encoder parameter(s) {', '.join(unknown)}{hint}")
+    check_param_names(params, CROSS_DEFAULTS, "cross-encoder")
     p = {**CROSS_DEFAULTS, **params}
     if p["architecture_kind"] not in ARCHITECTURE_KINDS:
         raise ValueError(
@@ -236,9 +234,7 @@ class CrossEncoder(nn.Module):
         hub_id = CROSS_MODELS[p["model_id"]]["model_id"] if p["model_id"] in CROSS_MODELS else p["model_id"]
         source = resolve_model_id(hub_id)
         try:
-            with torch.random.fork_rng(devices=[]):
-                if seed is not None:
-                    torch.manual_seed(seed)
+            with seeded_init(seed):
                 network, tokenizer, head = _load_network(source, p, fresh_head=True)
                 return cls(network, tokenizer, p, head)
         except OSError as error:  # what transformers raises for a repository or folder it cannot find
@@ -250,9 +246,7 @@ class CrossEncoder(nn.Module):
         from transformers import AutoModelForSequenceClassification
 
         p = resolve_cross_params(params)
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(seed)
+        with seeded_init(seed):
             if p["architecture_kind"] == "codet5p-embedding":
                 network = codet5p_embedding_class()(config)
                 return cls(network, tokenizer, p, _GeCSHead(config.embed_dim, p["classifier_dropout"]))
@@ -418,11 +412,7 @@ class CrossEncoder(nn.Module):
         ``SHA256SUMS`` first; its ``trust_remote_code`` is honoured only with ``allow_remote_code``
         (the config's choice for the model)."""
         directory = Path(directory)
-        meta_path = directory / CROSS_FILE
-        if not meta_path.is_file():
-            raise FileNotFoundError(f"{directory} is not a csbench cross-encoder checkpoint (no {CROSS_FILE})")
-        verify_checkpoint(directory)
-        meta = json.loads(meta_path.read_text())
+        meta_path, meta = read_checkpoint_meta(directory, CROSS_FILE, "cross-encoder")
         if meta.get("kind") != cls.kind or meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"{meta_path}: kind {meta.get('kind')!r} format {meta.get('format')!r}, expected cross 1")
         p = resolve_cross_params(meta["params"])

@@ -56,9 +56,15 @@ def code_subtokens(code: str, keep_punctuation: bool = True) -> list[str]:
     >>> code_subtokens("a.b += 1", keep_punctuation=False)
     ['a', 'b', '1']
     """
-    if code.isascii() and "\0" not in code:  # one regex pass: what the loop below gives, 2-3x faster
+    if code.isascii() and "\0" not in code:  # one regex pass: what the word-by-word split gives, 2-3x faster
         found = (_ASCII_SUBTOKEN if keep_punctuation else _ASCII_SUBTOKEN_WORDS).findall(code)
         return "\0".join(found).lower().split("\0") if found else []
+    return word_by_word_subtokens(code, keep_punctuation)
+
+
+def word_by_word_subtokens(code: str, keep_punctuation: bool = True) -> list[str]:
+    """:func:`code_subtokens` token by token: each word split by :func:`csbench.code.tokens.subtokens`
+    (any text; the reference its one-regex ASCII path is tested against)."""
     out: list[str] = []
     for token in _CODE_TOKEN.findall(code):
         if token[0].isalnum() or token[0] == "_":

@@ -37,7 +37,7 @@ Languages without a DFG here (R, or anything without a parser) keep the same inp
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -45,8 +45,7 @@ import torch
 from tree_sitter import Node
 
 from csbench.code.comments import parse_snippet
-from csbench.code.languages import language_spec
-from csbench.code.parsing import LANGUAGES
+from csbench.code.languages import LANGUAGES, DataFlowGrammar, all_languages, language_spec
 
 COMES_FROM = "comesFrom"
 COMPUTED_FROM = "computedFrom"
@@ -62,104 +61,9 @@ class DataFlowNode(NamedTuple):
     sources: tuple[int, ...]  # code token indices
 
 
-@dataclass(frozen=True)
-class DataFlowGrammar:
-    """The node types of one language that DFG.py treats specially (everything else: its children in order)."""
-
-    # declarations with an optional initialiser: node type -> (name field, value field); name comesFrom value
-    definitions: dict[str, tuple[str, str]] = field(default_factory=dict)
-    # Python / Ruby assignments: left and right children paired when their counts agree
-    paired_assignments: frozenset[str] = frozenset()
-    # the other languages: every variable on the left is computedFrom every variable on the right
-    assignments: frozenset[str] = frozenset()
-    increments: frozenset[str] = frozenset()  # x++: x computedFrom x
-    branches: frozenset[str] = frozenset()  # if statements (and their else parts)
-    # "clauses": a child whose type is in ``branch_clauses`` starts from the states before the if (Python,
-    # Ruby); "after_first": every child from the first one in ``branches`` on does (Java, Go, JS, PHP)
-    branch_style: str = "after_first"
-    branch_clauses: frozenset[str] = frozenset()
-    # "without_else": the states before the if survive only when there is no else (Python, Java, Ruby);
-    # "always": they always do (Go, JavaScript, PHP)
-    keep_states: str = "without_else"
-    loops: frozenset[str] = frozenset()  # while-like: the children twice
-    for_loops: frozenset[str] = frozenset()
-    for_style: str = ""  # python | c | go | ruby
-    for_init: str = ""  # c style: children after this one are walked a second time
-    foreach_loops: frozenset[str] = frozenset()
-    foreach_style: str = ""  # java | php
-    do_first: frozenset[str] = frozenset()  # walked before their siblings (Python comprehension clauses)
-
-
+# language -> its data-flow grammar (``Language.dataflow`` in ``csbench.code.languages.<name>``)
 GRAMMARS: dict[str, DataFlowGrammar] = {
-    "python": DataFlowGrammar(
-        definitions={"default_parameter": ("name", "value")},
-        paired_assignments=frozenset({"assignment", "augmented_assignment", "for_in_clause"}),
-        branches=frozenset({"if_statement"}),
-        branch_style="clauses",
-        branch_clauses=frozenset({"elif_clause", "else_clause"}),
-        keep_states="without_else",
-        loops=frozenset({"while_statement"}),
-        for_loops=frozenset({"for_statement"}),
-        for_style="python",
-        do_first=frozenset({"for_in_clause"}),
-    ),
-    "java": DataFlowGrammar(
-        definitions={"variable_declarator": ("name", "value")},
-        assignments=frozenset({"assignment_expression"}),
-        increments=frozenset({"update_expression"}),
-        branches=frozenset({"if_statement", "else"}),
-        keep_states="without_else",
-        loops=frozenset({"while_statement"}),
-        for_loops=frozenset({"for_statement"}),
-        for_style="c",
-        for_init="local_variable_declaration",
-        foreach_loops=frozenset({"enhanced_for_statement"}),
-        foreach_style="java",
-    ),
-    "go": DataFlowGrammar(
-        definitions={"var_spec": ("name", "value")},
-        assignments=frozenset({"assignment_statement"}),
-        increments=frozenset({"inc_statement"}),
-        branches=frozenset({"if_statement", "else"}),
-        keep_states="always",
-        for_loops=frozenset({"for_statement"}),
-        for_style="go",
-    ),
-    "php": DataFlowGrammar(
-        definitions={"simple_parameter": ("name", "default_value")},
-        assignments=frozenset({"assignment_expression", "augmented_assignment_expression"}),
-        increments=frozenset({"update_expression"}),
-        branches=frozenset({"if_statement", "else_clause"}),
-        keep_states="always",
-        loops=frozenset({"while_statement"}),
-        for_loops=frozenset({"for_statement"}),
-        for_style="c",
-        for_init="assignment_expression",
-        foreach_loops=frozenset({"foreach_statement"}),
-        foreach_style="php",
-    ),
-    "javascript": DataFlowGrammar(
-        definitions={"variable_declarator": ("name", "value")},
-        assignments=frozenset({"assignment_pattern", "augmented_assignment_expression"}),
-        increments=frozenset({"update_expression"}),
-        branches=frozenset({"if_statement", "else", "else_clause"}),
-        keep_states="always",
-        loops=frozenset({"while_statement"}),
-        for_loops=frozenset({"for_statement"}),
-        for_style="c",
-        for_init="variable_declaration",
-    ),
-    "ruby": DataFlowGrammar(
-        definitions={"keyword_parameter": ("name", "value")},
-        paired_assignments=frozenset({"assignment", "operator_assignment"}),
-        branches=frozenset({"if", "elsif", "else", "unless", "when"}),
-        branch_style="clauses",
-        branch_clauses=frozenset({"if", "elsif", "else", "unless", "when"}),
-        keep_states="without_else",
-        loops=frozenset({"while_modifier", "until"}),
-        for_loops=frozenset({"for"}),
-        for_style="ruby",
-    ),
+    name: spec.dataflow for name, spec in all_languages().items() if spec.dataflow is not None
 }
 DATAFLOW_LANGUAGES = tuple(GRAMMARS)
 
@@ -293,6 +197,15 @@ class _Walker:
             states[name1] = [idx1]
         return dfg
 
+    def _assign_all(self, left: Node, right: Node, states: States) -> list[Entry]:
+        """Every variable on the left is computedFrom all the variables on the right, in one edge."""
+        dfg: list[Entry] = []
+        sources = self.variables(right)
+        for idx, code in self.variables(left):
+            dfg.append((code, idx, COMPUTED_FROM, [s[1] for s in sources], [s[0] for s in sources]))
+            states[code] = [idx]
+        return dfg
+
     # -- the walk ------------------------------------------------------------------------------
     def run(self, node: Node, states: States) -> tuple[list[Entry], States]:
         states = states.copy()
@@ -350,10 +263,7 @@ class _Walker:
             temp, states = self.run(part, states)
             dfg += temp
         for left_node, right_node in zip(left_nodes, right_nodes, strict=False):
-            sources = self.variables(right_node)
-            for idx, code in self.variables(left_node):
-                dfg.append((code, idx, COMPUTED_FROM, [s[1] for s in sources], [s[0] for s in sources]))
-                states[code] = [idx]
+            dfg += self._assign_all(left_node, right_node, states)
         return dfg, states
 
     def _assignment(self, node: Node, states: States) -> tuple[list[Entry], States]:
@@ -419,10 +329,7 @@ class _Walker:
                 temp, states = self.run(part, states)
                 dfg += temp
             for left_node, right_node in zip(left_nodes, right_nodes, strict=True):
-                sources = self.variables(right_node)
-                for idx, code in self.variables(left_node):
-                    dfg.append((code, idx, COMPUTED_FROM, [s[1] for s in sources], [s[0] for s in sources]))
-                    states[code] = [idx]
+                dfg += self._assign_all(left_node, right_node, states)
             if node.children[-1].type == "block":
                 temp, states = self.run(node.children[-1], states)
                 dfg += temp
@@ -430,28 +337,28 @@ class _Walker:
 
     def _for_c(self, node: Node, states: States) -> tuple[list[Entry], States]:
         dfg, states = self._children(node, states)
-        after_init = False
-        for child in node.children:
-            if after_init:
-                temp, states = self.run(child, states)
-                dfg += temp
-            elif child.type == self.g.for_init:
-                after_init = True
-        return self._merge_repeats(dfg), states
+        return self._again_after(node, dfg, states, self.g.for_init)
 
     def _for_go(self, node: Node, states: States) -> tuple[list[Entry], States]:
         dfg, states = self._children(node, states)
-        after_clause = False
+        return self._again_after(node, dfg, states, "for_clause", "update")
+
+    def _again_after(
+        self, node: Node, dfg: list[Entry], states: States, marker: str, first: str = ""
+    ) -> tuple[list[Entry], States]:
+        """The second pass of a C / Go ``for``: every child after the first ``marker`` child walked
+        again, after that child's field ``first`` (Go's update statement) if it has one."""
+        after_marker = False
         for child in node.children:
-            if after_clause:
+            if after_marker:
                 temp, states = self.run(child, states)
                 dfg += temp
-            elif child.type == "for_clause":
-                update = child.child_by_field_name("update")
-                if update is not None:
-                    temp, states = self.run(update, states)
+            elif child.type == marker:
+                part = child.child_by_field_name(first) if first else None
+                if part is not None:
+                    temp, states = self.run(part, states)
                     dfg += temp
-                after_clause = True
+                after_marker = True
         return self._merge_repeats(dfg), states
 
     def _for_ruby(self, node: Node, states: States) -> tuple[list[Entry], States]:
@@ -459,17 +366,7 @@ class _Walker:
         body = node.child_by_field_name("body")
         if pattern is None or value is None or body is None:
             return self._children(node, states)
-        dfg: list[Entry] = []
-        for _ in range(2):
-            temp, states = self.run(value, states)
-            dfg += temp
-            sources = self.variables(value)
-            for idx, code in self.variables(pattern):
-                dfg.append((code, idx, COMPUTED_FROM, [s[1] for s in sources], [s[0] for s in sources]))
-                states[code] = [idx]
-            temp, states = self.run(body, states)
-            dfg += temp
-        return self._merge_repeats(dfg), states
+        return self._twice(value, body, states, lambda current: self._assign_all(pattern, value, current))
 
     def _foreach(self, node: Node, states: States) -> tuple[list[Entry], States]:
         if self.g.foreach_style == "java":
@@ -480,11 +377,18 @@ class _Walker:
         body = node.child_by_field_name("body")
         if name is None or value is None or body is None:
             return self._children(node, states)
+        return self._twice(value, body, states, lambda current: self._assign_pairs(name, value, COMPUTED_FROM, current))
+
+    def _twice(
+        self, value: Node, body: Node, states: States, assign: Callable[[States], list[Entry]]
+    ) -> tuple[list[Entry], States]:
+        """A for-each loop, twice (DFG.py's way of closing the loop): the iterated value, the loop
+        variables ``assign`` binds (in the states it is given), the body."""
         dfg: list[Entry] = []
         for _ in range(2):
             temp, states = self.run(value, states)
             dfg += temp
-            dfg += self._assign_pairs(name, value, COMPUTED_FROM, states)
+            dfg += assign(states)
             temp, states = self.run(body, states)
             dfg += temp
         return self._merge_repeats(dfg), states

@@ -21,13 +21,15 @@ not ``mkdtemp``'s 0700), so DVC hashes two equal trainings the same.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import importlib
 import json
 import shutil
 import struct
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -190,16 +192,42 @@ def check_remote_code(directory: Path, saved: dict[str, Any], allowed: bool) -> 
         )
 
 
+def check_param_names(params: dict[str, Any], defaults: dict[str, Any], what: str) -> None:
+    """Refuse keys of ``params`` that ``defaults`` lacks, naming the closest known one."""
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(defaults), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown {what} parameter(s) {', '.join(unknown)}{hint}")
+
+
+def read_checkpoint_meta(directory: Path, meta_file: str, what: str) -> tuple[Path, dict[str, Any]]:
+    """``(path, content)`` of the JSON file ``meta_file`` that marks ``directory`` as a ``what``
+    checkpoint, once the folder's files have been checked against its ``SHA256SUMS``."""
+    meta_path = directory / meta_file
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{directory} is not a csbench {what} checkpoint (no {meta_file})")
+    verify_checkpoint(directory)
+    return meta_path, json.loads(meta_path.read_text())
+
+
+@contextlib.contextmanager
+def seeded_init(seed: int | None) -> Iterator[None]:
+    """Initialise weights inside a fork of torch's CPU RNG, seeded with ``seed`` (or drawing from the
+    global state when None): the same seed gives the same weights, and the caller's RNG stream is
+    left as it was either way."""
+    with torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
+
+
 def load_encoder(directory: str | Path, allow_remote_code: bool = False) -> BiEncoder:
     """Load an encoder saved by :func:`save_encoder` (its family is read from ``encoder.json``), once
     its files have been checked against its ``SHA256SUMS``. ``allow_remote_code``: the config's
     ``trust_remote_code`` for the model; a checkpoint that sets it without that is refused."""
     directory = Path(directory)
-    meta_path = directory / ENCODER_FILE
-    if not meta_path.is_file():
-        raise FileNotFoundError(f"{directory} is not a csbench encoder checkpoint (no {ENCODER_FILE})")
-    verify_checkpoint(directory)
-    meta = json.loads(meta_path.read_text())
+    meta_path, meta = read_checkpoint_meta(directory, ENCODER_FILE, "encoder")
     if meta.get("format") != FORMAT_VERSION:
         raise ValueError(f"{meta_path}: checkpoint format {meta.get('format')!r}, expected {FORMAT_VERSION}")
     check_remote_code(directory, meta.get("params") or {}, allow_remote_code)

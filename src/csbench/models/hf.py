@@ -65,7 +65,7 @@ from torch import Tensor, nn
 
 from csbench.models.dataflow import graphcodebert_inputs
 from csbench.models.defaults import HF_DEFAULTS, HF_MODELS
-from csbench.models.encoder import BiEncoder, Features, register_kind
+from csbench.models.encoder import BiEncoder, Features, check_param_names, register_kind, seeded_init
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +114,7 @@ def hf_params(name: str, **overrides: Any) -> dict[str, Any]:
 
 def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
     """``params`` over :data:`HF_DEFAULTS`, checked; unknown keys are an error (with a close match)."""
-    unknown = sorted(set(params) - set(HF_DEFAULTS))
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], list(HF_DEFAULTS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown Hugging Face encoder parameter(s) {', '.join(unknown)}{hint}")
+    check_param_names(params, HF_DEFAULTS, "Hugging Face encoder")
     p = {**HF_DEFAULTS, **params}
     p["prefix_tokens"] = list(p["prefix_tokens"])
     if p["architecture_kind"] not in ARCHITECTURE_KINDS:
@@ -277,9 +273,7 @@ class HFBiEncoder(BiEncoder):
         from transformers import AutoModel, T5EncoderModel
 
         p = resolve_params(params)
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(seed)
+        with seeded_init(seed):
             if p["architecture_kind"] == "t5-encoder":
                 backbone = T5EncoderModel(config)
             elif p["architecture_kind"] == "codet5p-embedding":

@@ -8,21 +8,26 @@ describes (archives unpacked in place, keeping the release's own relative paths)
 
 from __future__ import annotations
 
-from csbench.datasets.base import DatasetSpec
-from csbench.datasets.releases import advtest, codesearchnet, cosqa, csn_challenge, funcom, statcodesearch, tl_codesum
+import importlib
 
-RELEASES: tuple[DatasetSpec, ...] = (
-    *codesearchnet.ORIGINAL,
-    *codesearchnet.FILTERED,
-    csn_challenge.SPEC,
-    advtest.SPEC,
-    cosqa.COSQA,
-    cosqa.COSQA_RETRIEVAL,
-    cosqa.COSQA_WEBQUERYTEST,
-    statcodesearch.STATCODESEARCH,
-    *statcodesearch.GECS_CSN,
-    tl_codesum.SPEC,
-    funcom.SPEC,
+from csbench.datasets.base import DatasetSpec
+from csbench.registry import defined_in
+
+# The release families, in registration order: one module each, one line each; every DatasetSpec a
+# module defines at its top level (alone or in a tuple) is registered.
+RELEASE_MODULES = (
+    "codesearchnet",
+    "csn_challenge",
+    "advtest",
+    "cosqa",
+    "statcodesearch",
+    "tl_codesum",
+    "funcom",
+)
+RELEASES: tuple[DatasetSpec, ...] = tuple(
+    spec
+    for module in RELEASE_MODULES
+    for spec in defined_in(importlib.import_module(f"{__name__}.{module}"), DatasetSpec)
 )
 
-__all__ = ["RELEASES"]
+__all__ = ["RELEASES", "RELEASE_MODULES"]

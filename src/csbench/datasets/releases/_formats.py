@@ -181,51 +181,54 @@ def _open_json_stream(path: Path) -> tuple[_JsonStream, IO[bytes]]:
     return _JsonStream(path, handle), handle
 
 
+# opening bracket -> (closing bracket, what the container is, what its parts are called)
+_CONTAINERS = {"[": ("]", "array", "element"), "{": ("}", "object", "member")}
+
+
+def _json_members(path: Path, opener: str) -> Iterator[_JsonStream]:
+    """The stream of a file holding one JSON container (``opener`` ``[`` or ``{``), yielded once
+    before each of its members for the caller to read; the separators between members and the end
+    of the file (nothing after the container) are checked here."""
+    closer, kind, part = _CONTAINERS[opener]
+    stream, handle = _open_json_stream(path)
+    with handle:
+        stream.expect(opener, f"a JSON {kind} '{opener}'")
+        if stream.skip_ws() == closer:
+            stream._advance(stream.pos + 1)
+        else:
+            while True:
+                yield stream
+                if stream.expect("," + closer, f"',' or '{closer}' after an {kind} {part}") == closer:
+                    break
+        if stream.skip_ws():
+            raise stream.error(f"unexpected data after the JSON {kind}")
+
+
 def iter_json_array(path: Path, report: SkipReport) -> Iterator[tuple[int, Any]]:
     """(line number, element) of every element of a file holding one JSON array.
 
     Elements with undecodable bytes are skipped as "non-UTF-8 bytes"; a syntax error ends the
     file (its structure cannot be trusted past it) with a :class:`ReaderError` naming the line."""
-    stream, handle = _open_json_stream(path)
-    with handle:
-        stream.expect("[", "a JSON array '['")
-        if stream.skip_ws() == "]":
-            stream._advance(stream.pos + 1)
+    for stream in _json_members(path, "["):
+        line, value, bad = stream.element()
+        if bad:
+            report.skip("non-UTF-8 bytes", path, line)
         else:
-            while True:
-                line, value, bad = stream.element()
-                if bad:
-                    report.skip("non-UTF-8 bytes", path, line)
-                else:
-                    yield line, value
-                if stream.expect(",]", "',' or ']' after an array element") == "]":
-                    break
-        if stream.skip_ws():
-            raise stream.error("unexpected data after the JSON array")
+            yield line, value
 
 
 def iter_json_object(path: Path, report: SkipReport) -> Iterator[tuple[int, str, Any]]:
     """(line number, key, value) of every member of a file holding one JSON object."""
-    stream, handle = _open_json_stream(path)
-    with handle:
-        stream.expect("{", "a JSON object '{'")
-        if stream.skip_ws() == "}":
-            stream._advance(stream.pos + 1)
+    for stream in _json_members(path, "{"):
+        if stream.skip_ws() != '"':
+            raise stream.error("expected a string key")
+        line, key, bad_key = stream.element()
+        stream.expect(":", "':' after an object key")
+        _, value, bad_value = stream.element()
+        if bad_key or bad_value:
+            report.skip("non-UTF-8 bytes", path, line)
         else:
-            while True:
-                if stream.skip_ws() != '"':
-                    raise stream.error("expected a string key")
-                line, key, bad_key = stream.element()
-                stream.expect(":", "':' after an object key")
-                _, value, bad_value = stream.element()
-                if bad_key or bad_value:
-                    report.skip("non-UTF-8 bytes", path, line)
-                else:
-                    yield line, key, value
-                if stream.expect(",}", "',' or '}' after an object member") == "}":
-                    break
-        if stream.skip_ws():
-            raise stream.error("unexpected data after the JSON object")
+            yield line, key, value
 
 
 # --------------------------------------------------------------------------- records

@@ -16,6 +16,16 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from csbench.train.losses.spec import loss_spec
+
+SPEC = loss_spec(
+    name="ce",
+    description="in-batch cross-entropy over each query's row, temperature τ (eq. 1)",
+    factory="CELoss",
+    defaults={"temperature": 1.0},
+    params={"temperature": {"exclusiveMinimum": 0, "description": "softmax temperature τ (eq. 1)"}},
+)
+
 
 def check_scores(scores: Tensor) -> None:
     """Raise ValueError unless ``scores`` is a non-empty square (B, B) floating-point matrix."""
@@ -46,7 +56,7 @@ def ce_loss(scores: Tensor, temperature: float = 1.0) -> Tensor:
 class CELoss(nn.Module):
     """Cross-entropy over each query's row of the in-batch similarity matrix; see :func:`ce_loss`."""
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {"temperature": 1.0}
+    DEFAULTS: ClassVar[dict[str, Any]] = dict(SPEC.defaults)
 
     def __init__(self, temperature: float = 1.0) -> None:
         super().__init__()

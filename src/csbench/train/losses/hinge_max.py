@@ -16,6 +16,16 @@ from __future__ import annotations
 from torch import Tensor
 
 from csbench.train.losses.hinge_sum import HingeLoss, hinge_costs
+from csbench.train.losses.spec import HINGE_DEFAULTS, HINGE_PARAMS, loss_spec
+
+SPEC = loss_spec(
+    name="hinge_max",
+    description="bidirectional hinge on the hardest in-batch negative, margin α"
+    " (eq. 3, VSE++)",  # (J_SUM's twin: the hardest negative instead of all)
+    factory="HingeMaxLoss",
+    defaults=HINGE_DEFAULTS,
+    params=HINGE_PARAMS,
+)
 
 
 def hinge_max_loss(scores: Tensor, margin: float = 0.2, *, symmetric: bool = True) -> Tensor:

@@ -21,6 +21,15 @@ import torch
 from torch import Tensor, nn
 
 from csbench.train.losses.ce import check_scores
+from csbench.train.losses.spec import HINGE_DEFAULTS, HINGE_PARAMS, loss_spec
+
+SPEC = loss_spec(
+    name="hinge_sum",
+    description="bidirectional hinge summed over all in-batch negatives, margin α (eq. 2)",
+    factory="HingeSumLoss",
+    defaults=HINGE_DEFAULTS,
+    params=HINGE_PARAMS,
+)
 
 
 def hinge_costs(scores: Tensor, margin: float, symmetric: bool = True) -> list[Tensor]:
@@ -48,7 +57,7 @@ class HingeLoss(nn.Module):
     """A contrastive hinge loss module: ``margin`` and ``symmetric`` around a pure core
     (``hinge_sum_loss`` here, ``hinge_max_loss`` in hinge_max.py)."""
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {"margin": 0.2, "symmetric": True}
+    DEFAULTS: ClassVar[dict[str, Any]] = dict(HINGE_DEFAULTS)
     core = staticmethod(hinge_sum_loss)
 
     def __init__(self, margin: float = 0.2, symmetric: bool = True) -> None:

@@ -24,8 +24,22 @@ from typing import Any, ClassVar
 from torch import Tensor, nn
 
 from csbench.train.losses.hinge_sum import hinge_costs
+from csbench.train.losses.spec import MARGIN, SYMMETRIC, loss_spec
 
 SCHEDULES = ("epoch", "step")
+
+SPEC = loss_spec(
+    name="we",
+    description="λ·hinge_max + (1 − λ)·hinge_sum with λ = 1 − η^ε, ε = epoch or step (eqs. 4–5)",
+    factory="WELoss",
+    defaults={"margin": 0.2, "eta": 0.0, "schedule": "epoch", "symmetric": True},
+    params={
+        "margin": MARGIN,
+        "eta": {"minimum": 0, "maximum": 1, "description": "η of λ = 1 − η^ε (eq. 5)"},
+        "schedule": {"enum": ["epoch", "step"], "description": "what ε counts"},
+        "symmetric": SYMMETRIC,
+    },
+)
 
 
 def we_lambda(eta: float, epsilon: float) -> float:
@@ -53,7 +67,7 @@ def we_loss(scores: Tensor, margin: float, eta: float, epsilon: float, *, symmet
 class WELoss(nn.Module):
     """J_WE with ε from ``forward``'s ``epoch`` or ``step`` (``schedule``), ε = counter + 1; see module doc."""
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {"margin": 0.2, "eta": 0.0, "schedule": "epoch", "symmetric": True}
+    DEFAULTS: ClassVar[dict[str, Any]] = dict(SPEC.defaults)
 
     def __init__(self, margin: float = 0.2, eta: float = 0.0, schedule: str = "epoch", symmetric: bool = True) -> None:
         super().__init__()

@@ -1,0 +1,109 @@
+"""What a protocol's search leaves: a ranking protocol's per-query ranks and TREC lines
+(:class:`ProtocolOutcome`, with its metrics), a matching protocol's decisions
+(:class:`MatchingOutcome`), and the top-k order both share (ties against the model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from csbench.evaluate.metrics import NDCG_CUTOFF, RECALL_CUTOFFS, ndcg_at, rank_metrics, reciprocal_ranks
+from csbench.evaluate.protocols import PROTOCOLS, matching_metrics
+
+
+@dataclass
+class ProtocolOutcome:
+    protocol: str
+    plan_note: str
+    query_ids: list[str] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    n_candidates: list[int] = field(default_factory=list)
+    top1: list[str] = field(default_factory=list)  # id of each query's best candidate
+    run_lines: list[str] = field(default_factory=list)
+
+    def metrics(self) -> dict:
+        ranks = np.asarray(self.ranks, dtype=np.int64)
+        cutoff = PROTOCOLS.get(self.protocol).mrr_cutoff
+        metrics = rank_metrics(ranks, cutoff)
+        absent = ranks > np.asarray(self.n_candidates, dtype=np.int64)
+        if absent.any():
+            # a query whose answer is in no candidate (a url-matched codebase lacking its url) has rank
+            # candidates + 1: reciprocal rank 0 and no hit at any cut, as run.py counts it; that rank
+            # enters the mean and median rank
+            metrics["mrr"] = float(np.where(absent, 0.0, reciprocal_ranks(ranks, cutoff)).mean())
+            metrics.update({f"r@{k}": float(((ranks <= k) & ~absent).mean()) for k in RECALL_CUTOFFS})
+            metrics[f"ndcg@{NDCG_CUTOFF}"] = float(np.where(absent, 0.0, ndcg_at(ranks)).mean())
+        return metrics
+
+
+def tie_note(n_tied: int) -> str:
+    """The outcome note of an argsort protocol whose ranks ``n_tied`` ties decided."""
+    return (
+        f"{n_tied} queries' correct code scored exactly as another candidate: placed in np.argsort's order "
+        "(quicksort, reversed), as the reference script places it, not against the model"
+    )
+
+
+def _with_ties(note: str, n_tied: int) -> str:
+    return "; ".join(part for part in (note, tie_note(n_tied) if n_tied else "") if part)
+
+
+@dataclass
+class MatchingOutcome:
+    """A matching protocol's decisions, one per pair (the release's own pairs, or one positive and
+    one drawn negative per test query: ``pairs``), and how they were decided (``rule``)."""
+
+    protocol: str
+    plan_note: str
+    query_ids: list[str]
+    code_ids: list[str]
+    labels: np.ndarray
+    scores: np.ndarray
+    threshold: float | None  # None: a cross-encoder's head decided (or nothing was evaluated)
+    valid_accuracy: float | None  # accuracy of a chosen threshold on the validation pairs it was chosen on
+    decisions: np.ndarray  # True: match
+    pairs: str = "drawn"  # "released": the release's own labelled pairs; "drawn": negatives drawn here
+    rule: str = ""  # how a score became a decision (MatchRule.describe, or the cross-encoder's head)
+    n_queries: int | None = None  # distinct queries among the pairs (None: n_pairs // 2)
+
+    def metrics(self) -> dict:
+        n = int(self.labels.size)
+        return {
+            **matching_metrics(self.labels, self.decisions),
+            "threshold": self.threshold,
+            "valid_accuracy": self.valid_accuracy,
+            "n_pairs": n,
+            "n_positive": int(np.asarray(self.labels).astype(bool).sum()),
+            "n_queries": n // 2 if self.n_queries is None else self.n_queries,
+        }
+
+    def record(self) -> dict:
+        """What the run record (``metrics.json`` ``protocols``) states of this matching: which pairs
+        (released or drawn) and which decision rule."""
+        return {"pairs": self.pairs, "rule": self.rule}
+
+    def lines(self) -> list[str]:
+        """``query_id<TAB>code_id<TAB>label<TAB>score<TAB>decision`` per pair (matching.tsv)."""
+        return [
+            f"{q}\t{c}\t{int(label)}\t{score:.6f}\t{int(decision)}"
+            for q, c, label, score, decision in zip(
+                self.query_ids, self.code_ids, self.labels, self.scores, self.decisions, strict=True
+            )
+        ]
+
+
+def top_k(scores: np.ndarray, correct: int, k: int) -> np.ndarray:
+    """Indices of the k best candidates; among equal scores the correct answer comes last, so its
+    position in the list equals its protocol rank (ties against the model)."""
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    is_correct = np.zeros(scores.size, dtype=np.int8)
+    is_correct[correct] = 1
+    k = min(k, scores.size)
+    if k < scores.size:  # partial sort first, then order the (tie-extended) head exactly
+        threshold = np.partition(-scores, k - 1)[k - 1]
+        head = np.flatnonzero(-scores <= threshold)
+    else:
+        head = np.arange(scores.size)
+    order = np.lexsort((head, is_correct[head], -scores[head]))
+    return head[order][:k]

@@ -1,0 +1,186 @@
+"""The ``evaluate`` phase: retrieve a run's test split under every protocol of the config with its
+saved index, into ``results/runs/<run>``: ``ranks.tsv``, one TREC run per ranking protocol, one TSV
+of decisions per matching protocol, ``provenance.json`` and ``metrics.json``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from csbench import lineage, paths
+from csbench.config import RunKey
+from csbench.io import sha256_file, write_json, write_text
+from csbench.phases import Context
+from csbench.phases import index as index_phase
+from csbench.phases.inputs import attacked as attacked_input
+from csbench.phases.inputs import prepared, unstamp
+from csbench.stamps import Verified, write_stamp
+
+log = logging.getLogger("csbench")
+
+# COBE's efficiency axis, in every run record (training figures are added for trained runs)
+EFFICIENCY_KEYS = ("index_s", "index_codes_per_s", "search_s", "query_latency_ms_p50", "query_latency_ms_p95")
+
+
+def evaluate(ctx: Context, run: RunKey) -> Path:
+    """Search the run's test split under every protocol and write its records and stamp; the folder."""
+    from csbench.evaluate.runner import DEFAULT_MEMORY_MB, search
+
+    config = ctx.config
+    evaluation = config.section("evaluation")
+    attacked = attacked_input(ctx, run.dataset, run.attack)
+    out = paths.run_dir(run.path)
+    unstamp(out)
+    index, index_file = index_phase.load_index(run, ctx, attacked)
+    started = time.perf_counter()
+    pool, codebase, valid = index_phase.read_pools(attacked, evaluation["protocols"])
+    setup, matching_inputs = matching_setup(ctx, run, index)
+    outcomes, timings = search(
+        index,
+        pool,
+        evaluation["protocols"],
+        evaluation["run_depth"],
+        f"csbench-{run.model}-{run.attack}",
+        progress=ctx.progress,
+        codebase=codebase,
+        valid=valid,
+        memory_mb=float(evaluation.get("memory_mb", DEFAULT_MEMORY_MB)),
+        matching_setup=setup,
+    )
+    written, scores, protocol_info = _write_outcomes(out, run, outcomes)
+    language = ",".join(sorted(pool["language"].unique()))
+    timings["total_s"] = round(time.perf_counter() - started, 3)
+    files = paths.split_files(attacked.folder)
+    index_sums = paths.index_dir(run.path) / "SHA256SUMS"  # the digests of every file of the index
+    read = [files["test"], files[paths.POOL_SPLIT], index_file, index_sums]
+    read += [files["valid"]] if valid is not None else []
+    read += [Path(name) for name in matching_inputs]  # released pairs, a borrowed threshold's split
+    _write_records(out, ctx, run, timings, read)
+    write_json(
+        out / "metrics.json",
+        {
+            "run": {"study": config.study, "language": language, **run.as_dict()},
+            "scores": scores,
+            "protocols": protocol_info,
+        },
+    )
+    stamp_inputs = attacked.inputs(lineage.pool_names(evaluation["protocols"])) | matching_inputs
+    record_files = [paths.checkpoint_dir(run.training.path) / "train.json"] if run.training is not None else []
+    for file in (index_file, index_sums, *record_files):
+        stamp_inputs[file.as_posix()] = sha256_file(file)
+    write_stamp(out, "evaluate", lineage.run(config, run), stamp_inputs, written)
+    summary = ", ".join(_headline(name, outcome.metrics()) for name, outcome in outcomes.items())
+    log.info("%s: %s (%d test records, %.1f s)", run.path, summary, len(pool), timings["total_s"])
+    return out
+
+
+def _write_outcomes(out: Path, run: RunKey, outcomes: dict) -> tuple[list[str], list[dict], dict]:
+    """``ranks.tsv``, a TREC run per ranking protocol and a TSV of decisions per matching one; the
+    names of the run's files, its scores (protocol, metric, value) and what each protocol did."""
+    from csbench.evaluate.runner import MatchingOutcome, trec_bytes
+    from csbench.io import atomic_open
+
+    written = ["ranks.tsv", "provenance.json", "metrics.json"]
+    scores, protocol_info = [], {}
+    ranks_lines = ["protocol\tquery_id\trank\tcandidates\ttop1"]
+    for name, outcome in outcomes.items():
+        metrics = outcome.metrics()
+        scores += [{"protocol": name, "metric": k, "value": v} for k, v in metrics.items()]
+        protocol_info[name] = {"note": outcome.plan_note, "n_queries": metrics["n_queries"]}
+        if isinstance(outcome, MatchingOutcome):
+            protocol_info[name] |= outcome.record()  # released or drawn pairs, and the decision rule
+            header = "query_id\tcode_id\tlabel\tscore\tdecision"
+            write_text(out / f"{name}.tsv", "\n".join([header, *outcome.lines()]) + "\n")
+            written.append(f"{name}.tsv")
+            continue
+        ranks_lines += [
+            f"{name}\t{q}\t{r}\t{c}\t{t}"
+            for q, r, c, t in zip(outcome.query_ids, outcome.ranks, outcome.n_candidates, outcome.top1, strict=True)
+        ]
+        with atomic_open(out / f"run.{name}.trec.gz", "wb") as handle:
+            handle.write(trec_bytes(outcome.run_lines))
+        written.append(f"run.{name}.trec.gz")
+        if outcome.plan_note:
+            log.warning("%s %s: %s", run.path, name, outcome.plan_note)
+    write_text(out / "ranks.tsv", "\n".join(ranks_lines) + "\n")
+    return written, scores, protocol_info
+
+
+def _write_records(out: Path, ctx: Context, run: RunKey, timings: dict, inputs: list[Path]) -> None:
+    """``provenance.json``: the parameters, the files read (and a trained run's ``train.json``),
+    the timings and COBE's efficiency figures (with the training's, for a trained run)."""
+    from csbench.provenance import provenance
+
+    params = {"model": ctx.config.model_params(run.model), "evaluation": ctx.config.section("evaluation")}
+    efficiency = {k: timings.get(k) for k in EFFICIENCY_KEYS}
+    if run.training is not None:
+        record_file = paths.checkpoint_dir(run.training.path) / "train.json"
+        inputs = [*inputs, record_file]
+        record = json.loads(record_file.read_text())
+        params["training"] = record.get("config")
+        efficiency |= {
+            "train_s": record.get("train_seconds"),
+            "train_samples_per_s": record.get("samples_per_second"),
+            "train_steps": record.get("steps"),
+            "best_valid_mrr": record.get("best_mrr"),
+            "train_stop_reason": record.get("stop_reason"),
+        }
+    write_json(
+        out / "provenance.json",
+        provenance(
+            phase="evaluate", params=params, inputs=inputs, seed=run.seed, timings=timings, efficiency=efficiency
+        ),
+    )
+
+
+def matching_setup(ctx: Context, run: RunKey, index):
+    """How the run's ``matching`` gets its pairs and decides them (``evaluation.match_pairs``,
+    ``evaluation.match_threshold``), and the files read for it (for the stamp): the release's
+    labelled pairs from the prepared folder, where prepare wrote them; for a borrowed threshold,
+    the other dataset's validation split (same attack), encoded now by the run's model."""
+    from csbench.datasets.released_pairs import RELEASED_PAIRS_FILE
+    from csbench.evaluate.runner import MatchingSetup, gecs_special_tokens
+
+    config = ctx.config
+    if not config.matching_protocols:
+        return None, {}
+    rule = config.match_rule
+    inputs: dict[str, str] = {}
+    released = None
+    source = prepared(ctx, run.dataset) if config.has_released_pairs(run.dataset) else None
+    if source is not None and source.has(RELEASED_PAIRS_FILE):
+        released = source.frame(RELEASED_PAIRS_FILE)
+        inputs |= source.inputs([RELEASED_PAIRS_FILE])
+    borrowed = None
+    if rule.kind == "borrowed" and config.model_spec(run.model).family != "cross":
+        other = attacked_input(ctx, str(rule.dataset), run.attack)
+        borrowed = _borrowed_threshold_split(ctx, run, other, str(rule.dataset))
+        inputs |= other.inputs(["valid.parquet"])
+    pairs = str(config.section("evaluation").get("match_pairs", "auto"))
+    tokens = gecs_special_tokens(index.retrievers["test"]) if released is not None else ()
+    return MatchingSetup(released, pairs, rule, borrowed, tokens), inputs
+
+
+def _borrowed_threshold_split(ctx: Context, run: RunKey, other: Verified, dataset: str):
+    """Another dataset's validation split and the run's model, indexed on it: where a borrowed
+    matching threshold is chosen."""
+    from csbench.evaluate.runner import has_valid
+    from csbench.models.build import retriever_factory
+
+    config = ctx.config
+    frame = other.frame("valid.parquet")
+    if not has_valid(frame):
+        raise ValueError(f"evaluation.match_threshold: {dataset}'s validation split has {len(frame)} records")
+    best = index_phase.checkpoint(run, ctx)
+    retriever = retriever_factory(config.model_spec(run.model), config.model_params(run.model), best)()
+    retriever.index(frame)
+    return frame, retriever
+
+
+def _headline(protocol: str, metrics: dict) -> str:
+    """``<protocol> MRR 0.1234`` (or accuracy for matching) for the log."""
+    key = "accuracy" if "accuracy" in metrics else "mrr"
+    value = metrics.get(key)
+    return f"{protocol} {key if key == 'accuracy' else 'MRR'} {value:.4f}" if value is not None else f"{protocol} n/a"

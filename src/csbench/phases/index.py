@@ -1,0 +1,99 @@
+"""The ``index`` phase: encode a run's candidate pools once into ``results/index/<run>`` (a folder of
+.npy arrays and JSON with its SHA256SUMS: :class:`csbench.evaluate.runner.PoolIndex`), and how
+``evaluate`` and ``robust`` find the trained encoder and load that index back."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from csbench import lineage, paths
+from csbench.config import RunKey
+from csbench.phases import Context
+from csbench.phases.inputs import attacked as attacked_input
+from csbench.phases.inputs import train_command
+from csbench.stamps import Verified, embedded
+
+log = logging.getLogger("csbench")
+
+
+def index(ctx: Context, run: RunKey) -> Path:
+    """Encode the run's pools (test, codebase, validation where a matching protocol needs it) and
+    save the index, with the model and data it was built from; its ``index.json``."""
+    from csbench.evaluate.runner import build_index
+    from csbench.models.build import retriever_factory
+
+    config = ctx.config
+    params = config.model_params(run.model)
+    attacked = attacked_input(ctx, run.dataset, run.attack)
+    pool, codebase, valid = read_pools(attacked, config.protocols)
+    factory = retriever_factory(config.model_spec(run.model), params, checkpoint(run, ctx))
+    built = build_index(factory, pool, config.protocols, codebase, valid)
+    built.save(paths.index_dir(run.path), index_model(run, ctx, attacked))
+    log.info("%s: encoded %s in %.1f s", run.path, ", ".join(built.retrievers), built.index_s)
+    return paths.index_file(run.path)
+
+
+def read_pools(attacked: Verified, protocols: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """The test pool, the codebase, and the validation split when a matching protocol needs it (it
+    chooses its threshold there), each checked against the attacked folder's stamp as it is read."""
+    from csbench.evaluate.runner import matching_protocols
+
+    valid = attacked.frame("valid.parquet") if matching_protocols(protocols) else None
+    return attacked.frame("test.parquet"), attacked.frame(f"{paths.POOL_SPLIT}.parquet"), valid
+
+
+def index_model(run: RunKey, ctx: Context, attacked: Verified) -> dict:
+    """What a run's index is built from (csbench.lineage.index_model): recorded in ``index.json``,
+    compared on every read, so an index of another model, checkpoint or data is refused."""
+    return lineage.index_model(ctx.config, run, attacked.inputs(lineage.pool_names(ctx.config.protocols)))
+
+
+def index_remake(run: RunKey) -> str:
+    """How to re-make a run's index (the end of every message about a bad one)."""
+    return (
+        f"delete {paths.index_dir(run.path)} and re-run `csbench index` for {run.path} "
+        "(snakemake / dvc repro re-make it; from a DVC remote: `make pull` again)"
+    )
+
+
+def checkpoint(run: RunKey, ctx: Context) -> Path | None:
+    """The trained encoder a run evaluates (``best/`` of its training), or None for zero-shot; its
+    ``train.json`` must record this config's lineage and the ``best/`` that is there (the files of
+    ``best/`` are checked against its ``SHA256SUMS`` when the model is loaded)."""
+    from csbench.models.integrity import sums_digest
+
+    if run.training is None:
+        return None
+    folder = paths.checkpoint_dir(run.training.path)
+    best, record_file = folder / "best", folder / "train.json"
+    command = train_command(ctx, run.training)
+    if not best.is_dir() or not record_file.is_file():
+        raise FileNotFoundError(f"{best if not best.is_dir() else record_file} is missing: run `{command}` first")
+    remake = lineage.remake(command)
+    record = json.loads(record_file.read_text())
+    stamp = embedded(record, str(record_file), lineage.train(ctx.config, run.training), remake, "train")
+    if (stamp.get("outputs") or {}).get("best/SHA256SUMS", {}).get("sha256") != sums_digest(best):
+        raise ValueError(f"{best}: not the checkpoint {record_file} records (replaced since it was trained): {remake}")
+    return best
+
+
+def load_index(run: RunKey, ctx: Context, attacked: Verified):
+    """The run's saved index and its ``index.json``, its files checked against their ``SHA256SUMS``
+    and its model and data against the config's before anything is read (no pickle: .npy arrays and
+    JSON); its neural model is rebuilt from the config on first use."""
+    from csbench.evaluate.runner import load_pool_index
+    from csbench.models.build import model_loader
+
+    config = ctx.config
+    file = paths.index_file(run.path)
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is missing: run `csbench index` for {run.path} first")
+    best = checkpoint(run, ctx)
+    model = index_model(run, ctx, attacked)
+    loader = model_loader(config.model_spec(run.model), config.model_params(run.model), best)
+    saved = load_pool_index(paths.index_dir(run.path), model, loader, index_remake(run))
+    return saved, file
