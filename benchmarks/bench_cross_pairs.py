@@ -5,7 +5,7 @@
 ``CrossEncoder.score_pairs`` used to tokenize every (query, code) pair with the tokenizer's pair call,
 so under gecs-100 each code was tokenized again for each of the queries it is a candidate of (100 pairs
 a query). It now tokenizes each distinct query and code once and lays the pairs out as the pair call
-would (``csbench.models.cross._Pairs``; tests/test_cross_encoder_pairs.py checks they are identical).
+would (``csbench.models.cross._Pairs``; tests/models/test_cross_encoder_pairs.py checks they are identical).
 This times what ``score_pairs`` does before the network runs, both ways: the pair lengths, the
 length-sorted batches and every batch's tensors, for ``--queries`` real CodeSearchNet Ruby docstrings
 each paired with ``--candidates`` real codes (../shared/data), with the all-MiniLM-L6-v2 tokenizer

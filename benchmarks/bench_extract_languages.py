@@ -3,7 +3,7 @@
     python benchmarks/bench_extract_languages.py [--languages go java ...] [--max-files N] [--repeat 1]
 
 For each language whose source is on this machine (scripts/setup.sh installs them; R sources are
-unpacked from Debian source packages, see tests/test_languages.py): files read, documented functions
+unpacked from Debian source packages, see tests/code/test_languages.py): files read, documented functions
 found, pairs kept by the CodeSearchNet filters (before corpus-level de-duplication), the time to
 parse the same files with tree-sitter and nothing else, the time of full extraction (parse, find
 definitions and doc comments, clean documentation, dedent, remove comments, filter, near-duplicate

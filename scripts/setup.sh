@@ -2,7 +2,7 @@
 # Set up csbench on a fresh machine: Debian packages (when apt is usable), a virtualenv in .venv
 # with torch 2.13.0 (CPU) installed first and everything else pinned by requirements.lock.
 # requirements.lock also pins mkdocs and mkdocs-material, which build the documentation site (docs/,
-# mkdocs.yml; tests/test_docs.py runs `mkdocs build --strict`).
+# mkdocs.yml; tests/package/test_docs.py runs `mkdocs build --strict`).
 # Idempotent: a second run checks stamps and returns in about a second.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -13,11 +13,11 @@ PYTHON=${PYTHON:-python3}
 # System packages later phases need: WordNet for synonym perturbations (nltk reads its files),
 # apertium with the English→Spanish pair for the comment-translation attack, and real source
 # code in six more languages for the local multi-language corpus (workflow/configs/local-7lang.yaml).
-# chromium: only tests/test_report.py needs it (it opens the HTML report headless; skipped without it).
-# liblucene8-java: only tests/test_bm25_analyzer.py needs it (Lucene's StandardAnalyzer, the twin of BM25's
+# chromium: only tests/results/test_report.py needs it (it opens the HTML report headless; skipped without it).
+# liblucene8-java: only tests/models/test_bm25_analyzer.py needs it (Lucene's StandardAnalyzer, the twin of BM25's
 # analyzer; skipped without it).
 # golang-1.19-go php-cli ruby r-base-core: the compiler front ends (gofmt, php, ruby, R's parse(); javac
-# and node come with the packages above) that tests/test_meaning_preservation.py parses attacked code
+# and node come with the packages above) that tests/attacks/test_meaning_preservation.py parses attacked code
 # with (skipped without them).
 APT_PACKAGES=(
   wordnet-base wordnet-sense-index apertium apertium-eng-spa

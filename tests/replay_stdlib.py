@@ -21,7 +21,7 @@ new name (a caller of the renamed function uses them); a call whose ``**kwargs``
 renaming gave a parameter cannot be made to the attacked function (a known limit of renaming
 parameters) and is listed apart. Prints one JSON object: per spec, the counts and every differing call.
 
-A helper of tests/test_meaning_preservation.py, run in a subprocess (the tests it runs change
+A helper of tests/attacks/test_meaning_preservation.py, run in a subprocess (the tests it runs change
 process-wide state; it needs Python's ``test`` package).
 """
 

@@ -409,7 +409,7 @@ def _uptime() -> float:
 # snakemake: the main process holds the lock while it runs jobs (workflow/rules/common.smk)
 
 # snakemake options that run no job and change no file: they take no lock (several dry runs of
-# different studies may plan side by side, tests/test_studies.py)
+# different studies may plan side by side, tests/e2e/test_studies.py)
 _NO_JOB_OPTIONS = (
     "dryrun",
     "lint",

@@ -1,5 +1,5 @@
 """Where every phase reads and writes, relative to the project root. The Snakefile and dvc.yaml
-use the same layout (tests/test_drivers.py checks that they agree)."""
+use the same layout (tests/e2e/test_drivers.py checks that they agree)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def checkpoint_dir(train_path: str) -> Path:
 
 
 # The package code each phase runs, relative to src/csbench. Snakemake tracks its digest as a rule
-# parameter and dvc.yaml lists it as deps (tests/test_drivers.py checks both agree), so a code
+# parameter and dvc.yaml lists it as deps (tests/e2e/test_drivers.py checks both agree), so a code
 # change re-runs exactly the phases that run that code, under either driver. Each phase runs its
 # module of csbench/phases (with the package's Context and, for a phase reading another's outputs,
 # the checks of phases/inputs.py); evaluate and robust load the index through phases/index.py.

@@ -4,7 +4,7 @@ CodeXGLUE released AdvTest's normalised valid and test code (``test_code.jsonl``
 ``Text-Code/NL-code-search-Adv/dataset.zip``) but not the program that normalised it. The rules
 below are inferred from the released records (``../shared/data/advtest/test_sample_normalized.jsonl``:
 normalised ``function``, original ``identifier``, ``parameters`` and ``docstring``) and from the
-original functions of some of them; ``tests/test_advtest_normalize.py`` normalises every released
+original functions of some of them; ``tests/attacks/test_advtest_normalize.py`` normalises every released
 record again and compares the text exactly. The normalisation works on the tokens of the code, not
 on its scopes (``advtest_normalize_scoped`` in ``csbench.attacks.renaming`` is the scope-aware,
 meaning-preserving variant for all seven languages).
@@ -60,7 +60,7 @@ the global dicts of ``cinder``) and attribute names numbered but left (``strip_x
 missing ``arg_1``); call keywords renamed (``register_ca(arg_0=arg_0)``), ``except ... as``,
 comprehension variables, lambda parameters, imported names and nested function names left; the
 layout kept byte for byte. Cases no record has are decided by the simplest token rule and marked
-"not decided by the release" in ``tests/test_advtest_normalize.py``: ``with ... as`` (left, as issue
+"not decided by the release" in ``tests/attacks/test_advtest_normalize.py``: ``with ... as`` (left, as issue
 #21 reports from the full release); a name used before its first definition site (numbered at the
 site); walrus targets (left) and annotations of assignments (not numbered); names after the dots
 of imports; rule 1 inside keywords; and the order of rules 1 and 2 (rule 1 first: in ``def cos`` the

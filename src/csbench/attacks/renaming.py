@@ -81,7 +81,7 @@ def analyse(code: str, language: str, keep_comments: bool = False, snippet: Snip
     ``keep_comments=False`` (every renaming attack on its own): the ``no_comment`` version of ``code``
     (``Analysis.text``) with the identifiers ``snippet_identifiers(remove_comments(code, language),
     language)`` finds, computed from the one parse of ``code``: the spans stay over ``code`` and a
-    renaming is spliced in together with the comment edits (tests/test_attacks.py checks the equality
+    renaming is spliced in together with the comment edits (tests/attacks/test_attacks.py checks the equality
     on real code in all seven languages). ``keep_comments=True`` (composed with ``translation``):
     ``code`` itself and its identifiers. ``snippet``: ``parse_snippet(code, language)`` if the caller
     has it.

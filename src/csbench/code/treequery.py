@@ -4,7 +4,7 @@ analyses use (issue #4: speed).
 ``WalkQuery(language, source).captures(root)`` gives what ``Query.captures`` of tree-sitter gives for
 the same query source, grouped by capture name: ``{name: [node, ...]}``, each list in tree-sitter's
 capture order (by the captured node's start, then the pattern's index in the source, then the order
-the walk meets them). tests/test_treequery.py checks the equality on real code of every language.
+the walk meets them). tests/code/test_treequery.py checks the equality on real code of every language.
 
 Why: tree-sitter's query cursor costs 0.4-0.5x of the parse on a tree for any pattern, even one
 that matches nothing (it works out each node's fields and supertypes as it goes), and 0.7x for R's
@@ -30,7 +30,7 @@ from tree_sitter import Node
 
 try:  # Cython's pure Python mode: C types when compiled (csbench._native), nothing otherwise
     import cython
-except ImportError:  # pragma: no cover - exercised in tests/test_native.py
+except ImportError:  # pragma: no cover - exercised in tests/package/test_native.py
     from csbench import _cython_shim as cython
 
 

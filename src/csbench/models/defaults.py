@@ -8,7 +8,7 @@ Each family's ``*_PARAMS`` declares, per parameter, the JSON-schema keywords its
 imply (ranges, allowed values, the type of a ``None`` default): ``csbench validate`` checks
 ``models.<name>`` against the schema ``csbench.params`` derives from the defaults and these, so a
 value the model would refuse in its train or evaluate job is refused before any job runs.
-tests/test_config_types.py keeps the allowed values equal to the model modules' own.
+tests/package/test_config_types.py keeps the allowed values equal to the model modules' own.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ losses' defaults and declarations before anything trains, and torch would add se
 the registry reads each module's ``SPEC`` call from its source (:func:`read_spec`, as setuptools
 reads a version without importing the package): its arguments are plain data (literals, or the
 shared declarations of :data:`SHARED` by name); the module itself is imported, with torch, only when
-the loss is built (:meth:`LossSpec.build`). tests/test_losses.py checks that the SPEC read and the
+the loss is built (:meth:`LossSpec.build`). tests/train/test_losses.py checks that the SPEC read and the
 SPEC imported are equal.
 """
 
