@@ -112,59 +112,28 @@ def checkpoint_dir(train_path: str) -> Path:
 # the checks of phases/inputs.py); evaluate and robust load the index through phases/index.py.
 _CONTEXT = "phases/__init__.py"
 _READS = (_CONTEXT, "phases/inputs.py")
+# What the encoders run: the models, their tokenizers and parsers, the languages' data-flow grammars
+# and string types, and code/comments.py (models/dataflow.py parses snippets with it).
+_MODEL_CODE = ("models", "code/tokens.py", "code/parsing.py", "code/languages", "code/comments.py")
 PHASE_CODE: dict[str, tuple[str, ...]] = {
     # releases: what readers read
     "download": ("datasets/download", "datasets/base.py", "datasets/releases", _CONTEXT, "phases/download.py"),
     "prepare": ("datasets", "code", *_READS, "phases/prepare.py"),
     "audit": ("datasets/audit.py", "datasets/prepare.py", "code", *_READS, "phases/audit.py"),
     "attack": ("attacks", "code", *_READS, "phases/attack.py"),
-    "train": (
-        "train",
-        "models",
-        "code/parsing.py",
-        "code/tokens.py",
-        "code/languages",
-        "code/comments.py",  # models/dataflow.py parses snippets with it
-        "code/comments.py",
-        *_READS,
-        "phases/train.py",
-    ),
+    "train": ("train", *_MODEL_CODE, *_READS, "phases/train.py"),
     "index": (
         "evaluate/runner.py",
         "evaluate/pool_index.py",
         "evaluate/pair_matching.py",
         "evaluate/protocols.py",
-        "models",
-        "code/tokens.py",
-        "code/parsing.py",
-        "code/languages",
-        "code/comments.py",  # models/dataflow.py parses snippets with it
+        *_MODEL_CODE,
         *_READS,
         "phases/index.py",
     ),
-    "evaluate": (
-        "evaluate",
-        "models",
-        "code/tokens.py",
-        "code/parsing.py",
-        "code/languages",
-        "code/comments.py",  # models/dataflow.py parses snippets with it
-        *_READS,
-        "phases/index.py",
-        "phases/evaluate.py",
-    ),
+    "evaluate": ("evaluate", *_MODEL_CODE, *_READS, "phases/index.py", "phases/evaluate.py"),
     "perturb": ("perturbations", *_READS, "phases/perturb.py"),
-    "robust": (
-        "evaluate",
-        "models",
-        "code/tokens.py",
-        "code/parsing.py",
-        "code/languages",
-        "code/comments.py",  # models/dataflow.py parses snippets with it
-        *_READS,
-        "phases/index.py",
-        "phases/robust.py",
-    ),
+    "robust": ("evaluate", *_MODEL_CODE, *_READS, "phases/index.py", "phases/robust.py"),
     "robustness": (
         "evaluate/robustness.py",
         "evaluate/robust_report.py",

@@ -132,3 +132,13 @@ def test_each_phase_digest_covers_its_module_and_the_phase_modules_it_imports(ph
     assert {f"phases/{name}.py" for name in seen} <= listed
     # and no other phase's module: a change to it must not re-run this phase
     assert {p for p in listed if p.startswith("phases/")} == {f"phases/{name}.py" for name in seen}
+
+
+def test_each_phase_lists_a_package_file_once_and_every_listed_file_exists() -> None:
+    """A PHASE_CODE entry names each file or folder once (a repeat would hash it twice, and hide a
+    careless edit), and every name is a file or folder of the package."""
+    from csbench import paths
+
+    for phase, parts in paths.PHASE_CODE.items():
+        assert len(set(parts)) == len(parts), (phase, sorted(p for p in parts if parts.count(p) > 1))
+        assert all((paths.PACKAGE_DIR / part).exists() for part in parts), phase
