@@ -148,6 +148,7 @@ PHASES: dict[str, tuple[str, str, Callable[[argparse.Namespace, Context], tuple]
     "train": ("train", "train", lambda a, ctx: (TrainKey(a.dataset, a.attack, a.model, a.loss, a.seed),)),
     "index": ("index", "index", lambda a, ctx: (_run_key(a, ctx),)),
     "evaluate": ("evaluate", "evaluate", lambda a, ctx: (_run_key(a, ctx),)),
+    "summarize": ("summarize", "summarize", lambda a, ctx: (_run_key(a, ctx),)),
     "perturb": ("perturb", "perturb", lambda a, ctx: (a.dataset, a.perturbation, a.ratio)),
     "robust": ("robust", "robust", lambda a, ctx: (_run_key(a, ctx), a.perturbation, a.ratio)),
     "robustness": ("robustness", "robustness", lambda a, ctx: (_run_key(a, ctx),)),
@@ -277,6 +278,8 @@ def _run_commands(sub) -> None:
     _run_args(_command(sub, "index", run_phase, text))
     text = "retrieve the test split with a model under every protocol"
     _run_args(_command(sub, "evaluate", run_phase, text))
+    text = "summarize the test split's code with a summarizer (grid.summarization) and score it (BLEU)"
+    _run_args(_command(sub, "summarize", run_phase, text))
     text = "a dataset's perturbed query sets of one perturbation, at every ratio (COBE)"
     p = _dataset(_command(sub, "perturb", run_phase, text))
     p.add_argument("--perturbation", required=True)
@@ -386,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
 # The commands that read or write the project's data: each holds the project lock (csbench.lock) while
 # it runs, shared with the other jobs of its driver's session, refused beside another driver's.
 PHASE_COMMANDS = frozenset(
-    {"download", "prepare", "audit", "attack", "train", "index", "evaluate"}
+    {"download", "prepare", "audit", "attack", "train", "index", "evaluate", "summarize"}
     | {"perturb", "robust", "robustness", "aggregate", "challenge-predict", "dataset-table"}
 )
 

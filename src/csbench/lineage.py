@@ -83,6 +83,28 @@ def run(config: Config, run_key: RunKey) -> dict[str, Any]:
     }
 
 
+def summary_run(config: Config, run_key: RunKey) -> dict[str, Any]:
+    """A summarization run's records (``csbench summarize``): its data, training, model and the optional
+    metrics it scores (the ``evaluation`` section is search's)."""
+    return {
+        **attack(config, run_key.dataset, run_key.attack),
+        **_trained(config, run_key),
+        **_model(config, run_key.model),
+        "grid.summarization.extra_metrics": config.summarization["extra_metrics"],
+    }
+
+
+def run_records(config: Config, run_key: RunKey) -> dict[str, Any]:
+    """The lineage of a run's records folder: :func:`summary_run` for a summarizer's run, :func:`run`
+    for a search run's."""
+    return summary_run(config, run_key) if config.summarizes(run_key.model) else run(config, run_key)
+
+
+def run_phase(config: Config, run_key: RunKey) -> str:
+    """The phase that writes a run's records: ``summarize`` or ``evaluate``."""
+    return "summarize" if config.summarizes(run_key.model) else "evaluate"
+
+
 def robust(config: Config, run_key: RunKey) -> dict[str, Any]:
     """The points of a run's robustness curves (``csbench robust``)."""
     lineage = {
@@ -125,7 +147,7 @@ def stamp_placed_run(config: Config, run_key: RunKey, root: str | os.PathLike[st
 
     folder = Path(root) / paths.run_dir(run_key.path)
     names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != STAMP_FILE and p.name[0] != ".")
-    return write_stamp(folder, "evaluate", run(config, run_key), {}, names)
+    return write_stamp(folder, run_phase(config, run_key), run_records(config, run_key), {}, names)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -348,7 +370,12 @@ def study_outputs(config: Config, cache: StatCache) -> dict[str, Output]:
             folder / "best",
         )
     robustness_runs = set(config.robustness_runs())
-    for run_key in config.runs():
+    for run_key in config.summary_runs():
+        attacked = paths.attacked_dir(run_key.dataset, run_key.attack).as_posix()
+        trained = [(paths.checkpoint_dir(run_key.training.path) / "train.json").as_posix()] if run_key.training else []
+        folder = paths.run_dir(run_key.path)
+        add(folder, functools.partial(_stamped, folder, summary_run(config, run_key), cache), [attacked, *trained])
+    for run_key in config.search_runs():
         attacked = paths.attacked_dir(run_key.dataset, run_key.attack).as_posix()
         trained = [(paths.checkpoint_dir(run_key.training.path) / "train.json").as_posix()] if run_key.training else []
         folder = paths.index_dir(run_key.path)

@@ -143,6 +143,31 @@ PHASE_CODE: dict[str, tuple[str, ...]] = {
     ),
     "aggregate": ("results", "evaluate/stability.py", *_READS, "phases/aggregate.py"),
     "dataset-table": ("results/dataset_table.py", *_READS, "phases/dataset_table.py"),
+    # summarizers (issue #25): trained by the train phase through the one engine, run by summarize
+    "train-summarizer": (
+        "train/engine.py",
+        "train/task.py",
+        "train/state.py",
+        "train/schedules.py",
+        "train/early_stopping.py",
+        "train/summarizer.py",
+        "summarization",
+        "models/csn_vocab.py",
+        "models/hf.py",
+        "code/tokens.py",
+        *_READS,
+        "phases/train.py",
+    ),
+    "summarize": (
+        "summarization",
+        "models/csn_vocab.py",
+        "models/hf.py",
+        "models/integrity.py",
+        "code/tokens.py",
+        *_READS,
+        "phases/index.py",
+        "phases/summarize.py",
+    ),
 }
 PACKAGE_DIR = Path(__file__).resolve().parent
 

@@ -43,6 +43,7 @@ SAME_FILES = (
     "results/datasets/*/card.md",
     "data/attacked/*/*/*.parquet",
     "results/runs/**/metrics.json",
+    "results/runs/**/summaries.jsonl",
     "results/runs/**/ranks.tsv",
     "results/runs/**/*.trec.gz",
     "data/perturbed/**/*.parquet",
@@ -62,9 +63,12 @@ TINY_ATTACKS = ("none", "no_comment", "ordered_id+translation")
 # (python-stdlib / no_comment: bm25, nbow confused, nbow not confused) has case at ratio 0.3 and
 # question: one perturb job per perturbation (all its ratios), one robust job per run (all its points).
 ROBUSTNESS_JOBS = {"perturb": 2, "robust": 3, "robustness": 3}
+# Summarization: the small transformer-sum trained on no_comment and summarizing its test split (one
+# train, one summarize).
+SUMMARY_JOBS = {"summarize": 1}
 FULL_GRID = {
-    "download": 1, "prepare": 1, "audit": 1, "attack": 3, "train": 3, "index": 9, "evaluate": 9, **ROBUSTNESS_JOBS,
-    "aggregate": 1,
+    "download": 1, "prepare": 1, "audit": 1, "attack": 3, "train": 4, "index": 9, "evaluate": 9, **ROBUSTNESS_JOBS,
+    **SUMMARY_JOBS, "aggregate": 1,
 }  # fmt: skip
 AFTER_MODEL_CHANGE = {"index": 3, "evaluate": 3, "robust": 1, "robustness": 1, "aggregate": 1}  # bm25's k1
 # one more noise ratio: case's query sets (question has no ratio and stays), every run's points, then
@@ -74,8 +78,8 @@ AFTER_RATIO_ADDED = {"perturb": 1, "robust": 3, "robustness": 3, "aggregate": 1}
 # robustness grid); bm25's runs stay
 AFTER_LR_CHANGE = {"train": 3, "index": 6, "evaluate": 6, "robust": 2, "robustness": 2, "aggregate": 1}
 AFTER_EXTRACTION_CHANGE = {
-    "prepare": 1, "audit": 1, "attack": 3, "train": 3, "index": 9, "evaluate": 9, "perturb": 2, "robust": 3,
-    "robustness": 3, "aggregate": 1,
+    "prepare": 1, "audit": 1, "attack": 3, "train": 4, "index": 9, "evaluate": 9, "perturb": 2, "robust": 3,
+    "robustness": 3, **SUMMARY_JOBS, "aggregate": 1,
 }  # fmt: skip
 NBOW_LR = {"models": {"nbow": {"training": {"lr": 0.004}}}}
 
@@ -118,10 +122,11 @@ def snakemake_jobs(output: str) -> collections.Counter[str]:
 
 def dvc_jobs(output: str) -> collections.Counter[str]:
     """Stages dvc repro executed, by stage name without the matrix suffix (`perturb-fixed`, the
-    ratio-free perturbations, and the `-trained` stages of trained runs count as the snakemake rules
-    they mirror)."""
+    ratio-free perturbations, the `-trained` stages of trained runs, `train-summarizer` and
+    `summarize-zero-shot` count as the snakemake rules they mirror)."""
     stages = re.findall(r"Running stage '([\w-]+)(?:@[^']*)?'", output)
-    return collections.Counter(re.sub(r"(-fixed)?(-trained)?$", "", stage) for stage in stages)
+    mirrored = (re.sub(r"(-fixed)?(-trained)?(-summarizer)?(-zero-shot)?$", "", stage) for stage in stages)
+    return collections.Counter(mirrored)
 
 
 def snapshot(project: Path) -> dict[str, bytes]:
@@ -334,7 +339,7 @@ def test_interrupted_run_finishes_on_restart_with_the_same_results(
     project = _copy_project(tmp_path / "project")
     # BM25 alone: the interruption is the drivers' business, not a model's, and this test runs the
     # study twice more (its results are compared with the bm25 part of the full run)
-    _set_overlay(project, {"grid": {"trained": {"models": []}}})
+    _set_overlay(project, {"grid": {"trained": {"models": []}, "summarization": {"models": []}}})
     command = ["bash", "scripts/snakemake.sh", "--cores", "1", "--configfile", TINY]
     log = (tmp_path / "interrupted.log").open("w")  # what snakemake said, for a failure's message
     process = subprocess.Popen(
@@ -433,13 +438,15 @@ def test_dvc_code_deps_match_the_phase_code_snakemake_tracks() -> None:
     stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
     for phase, parts in PHASE_CODE.items():
         for stage in [
-            s for s in stages if s in (phase, f"{phase}-fixed", f"{phase}-trained", f"{phase}-fixed-trained")
+            s
+            for s in stages
+            if s in (phase, f"{phase}-fixed", f"{phase}-trained", f"{phase}-fixed-trained", f"{phase}-zero-shot")
         ]:
             code_deps = {d for d in stages[stage]["deps"] if d.startswith("src/")}
             assert code_deps == {f"src/csbench/{part}" for part in parts}, stage
     rule_text = "".join(p.read_text() for p in (PROJECT_ROOT / "workflow/rules").glob("*.smk"))
     for phase in PHASE_CODE:
-        assert f'code=paths.code_digest("{phase}")' in rule_text, phase
+        assert f'paths.code_digest("{phase}")' in rule_text, phase
 
 
 def test_a_code_change_changes_the_digest_of_the_phases_running_it_only(
@@ -458,7 +465,10 @@ def test_a_code_change_changes_the_digest_of_the_phases_running_it_only(
         handle.write("\n# a change\n")
     changed = [p for p in paths.PHASE_CODE if paths.code_digest(p) != before[p]]
     # aggregate: the change above
-    assert changed == ["prepare", "audit", "attack", "train", "index", "evaluate", "robust", "aggregate"]
+    assert changed == [
+        *("prepare", "audit", "attack", "train", "index", "evaluate", "robust", "aggregate"),
+        *("train-summarizer", "summarize"),  # the summarizers' code vocabulary splits code into subtokens
+    ]
     without_bytecode = paths.code_digest("aggregate")
     (package / "results" / "__pycache__").mkdir()
     (package / "results" / "__pycache__" / "collect.cpython-311.pyc").write_bytes(b"byte-code does not count")

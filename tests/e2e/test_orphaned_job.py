@@ -71,7 +71,8 @@ def _gone(pid: int, timeout: float = 60) -> None:
 
 def test_the_wrapper_refuses_to_start_beside_an_orphaned_job(tmp_path: Path) -> None:
     project = _copy_project(tmp_path / "project")
-    _set_overlay(project, {"grid": {"trained": {"models": []}}, "robustness": {"datasets": []}})
+    bm25_only = {"grid": {"trained": {"models": []}, "summarization": {"models": []}}, "robustness": {"datasets": []}}
+    _set_overlay(project, bm25_only)
     first = _wrapper(project)
     deadline = time.monotonic() + 300
     jobs: list[int] = []

@@ -284,7 +284,7 @@ def test_killed_controller_run_finishes_when_run_again(
     same command is run again, with nothing cleaned by hand. BM25 alone: the controller is the
     subject here, and the run is compared with the bm25 part of the local run."""
     project = _slurm_project(source, tmp_path / "project")
-    _set_overlay(project, {"grid": {"trained": {"models": []}}})
+    _set_overlay(project, {"grid": {"trained": {"models": []}, "summarization": {"models": []}}})
     log = tmp_path / "first.log"
     started = time.monotonic()
     with log.open("w") as sink:

@@ -25,7 +25,7 @@ from csbench.evaluate.protocols import PROTOCOLS
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS = PROJECT_ROOT / "params.yaml"
 CONFIGS = PROJECT_ROOT / "workflow" / "configs"
-STUDIES = ("csn", "cobe", "thesis", "gecs")
+STUDIES = ("csn", "cobe", "thesis", "gecs", "summarization")
 CSN_LANGUAGES = ("go", "java", "javascript", "php", "python", "ruby")
 # A dry run only catches a pathological slowdown here (the thesis grid plans ~1,800 jobs in about
 # 15 s on a loaded 2-core machine): "seconds, not minutes".
@@ -50,6 +50,30 @@ def test_study_validates_as_an_overlay_and_names_itself(name: str) -> None:
     assert config.study == name
     assert config.runs(), "a study with no runs"
     assert set(config.datasets) <= set(config.raw["datasets"])
+
+
+def test_summarization_every_thesis_attack_on_tl_codesum_and_csn_java() -> None:
+    """The thesis's second task (issue #25): every attack, the from-scratch summarizer, CodeXGLUE's
+    CodeBERT encoder-decoder and CodeT5 fine-tuned (confused and not confused), CodeT5-multi-sum
+    zero-shot; BM25 for the search side of the same data."""
+    config = study("summarization")
+    thesis = study("thesis")
+    assert config.summarization["attacks"] == thesis.attacks == config.attacks
+    assert config.datasets == ["tl-codesum", "csn-filtered-java"]
+    trained = [run for run in config.summary_runs() if run.inference != "zero_shot"]
+    assert {run.model for run in trained} == {"transformer-sum", "codebert-sum", "codet5-sum"}
+    assert {run.inference for run in trained} == {"confused", "not_confused"}
+    assert {run.loss for run in trained} == {"xent"}
+    zero_shot = [run for run in config.summary_runs() if run.inference == "zero_shot"]
+    assert len(zero_shot) == 2 * 11 and {run.model for run in zero_shot} == {"codet5-multi-sum"}
+    assert len(config.trainings()) == 2 * 11 * 3  # not_confused reuses the no_comment model
+    assert [config.model_params(m)["architecture"] for m in ("transformer-sum", "codebert-sum", "codet5-sum")] == [
+        "transformer",
+        "roberta-decoder",
+        "hf-seq2seq",
+    ]
+    for other in ("csn", "cobe", "thesis", "gecs"):
+        assert study(other).summary_runs() == [], other  # the search studies summarize nothing
 
 
 def test_csn_six_languages_baselines_and_bm25_under_csn_1000() -> None:
@@ -190,10 +214,12 @@ def test_only_csn_and_thesis_run_under_dvc() -> None:
 def expected_jobs(config: Config) -> collections.Counter[str]:
     """The jobs of a fresh run, by rule, from the config: one download / prepare / audit per
     dataset, one attack per dataset x attack a run or training reads, one train per training, one
-    index and evaluate per run, one perturb per robustness dataset x perturbation, one robust and
-    robustness per robustness run, one aggregate, one dataset_table where the config has one."""
-    runs, trainings, robust = config.runs(), config.trainings(), config.robustness_runs()
-    attacked = {(r.dataset, r.attack) for r in runs} | {(k.dataset, k.attack) for k in trainings}
+    index and evaluate per search run, one summarize per summarization run, one perturb per
+    robustness dataset x perturbation, one robust and robustness per robustness run, one aggregate,
+    one dataset_table where the config has one."""
+    runs, trainings, robust = config.search_runs(), config.trainings(), config.robustness_runs()
+    summaries = config.summary_runs()
+    attacked = {(r.dataset, r.attack) for r in runs + summaries} | {(k.dataset, k.attack) for k in trainings}
     perturbed = {p for p, _ in config.perturbation_points()} if robust else set()
     jobs = collections.Counter(
         download=len(config.datasets),
@@ -203,6 +229,7 @@ def expected_jobs(config: Config) -> collections.Counter[str]:
         train=len(trainings),
         index=len(runs),
         evaluate=len(runs),
+        summarize=len(summaries),
         perturb=len({r.dataset for r in robust}) * len(perturbed),
         robust=len(robust),
         robustness=len(robust),

@@ -98,6 +98,7 @@ def _study_params(name: str, attacks: list[str]) -> dict:
     raw["study"] = name
     raw["grid"].update(datasets=["python-stdlib"], attacks=attacks, models=["bm25"])
     raw["grid"]["trained"]["models"] = []  # zero-shot runs only
+    raw["grid"]["summarization"]["models"] = []  # no summarizer (issue #25)
     raw["robustness"]["datasets"] = ["python-packages"]  # outside the grid: no robustness runs
     return raw
 
@@ -339,6 +340,7 @@ def test_dvc_runs_a_study_that_trains_nothing_and_has_no_robustness_grid(tmp_pat
     raw = yaml.safe_load((PROJECT_ROOT / OTHER).read_text())
     raw["study"] = "zero-shot-only"
     raw["grid"]["trained"]["models"] = []
+    raw["grid"]["summarization"]["models"] = []  # no summarizer (issue #25)
     raw["robustness"]["datasets"] = []
     overlay = tmp_path / "zero-shot-only.yaml"
     overlay.write_text(yaml.safe_dump(raw))

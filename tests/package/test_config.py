@@ -94,6 +94,12 @@ def test_repo_params_validates(raw) -> None:
             for seed in (0, 1)
             for inference in ("confused", "not_confused")
         ),
+        # issue #25: the from-scratch summarizer trained on no_comment, summarizing no_comment and ordered_id
+        *(
+            f"{d}/{a}/transformer-sum/xent/0/not_confused"
+            for d in config.datasets
+            for a in ("no_comment", "ordered_id")
+        ),
     ]
     assert [key.path for key, _ in config.stability_groups()] == [
         f"{d}/{a}/nbow/ce/{inference}"
@@ -114,7 +120,8 @@ def test_load_config_with_tiny_overlay() -> None:
     assert config.section("evaluation", "run_depth") == 10
     assert config.section("extraction", "split") == {"train": 80, "valid": 10, "test": 10}  # from the base
     assert config.model_params("bm25")["k1"] == 1.2
-    assert len(config.runs()) == 3 + 3 * 2  # bm25, and nbow confused / not confused on each attack
+    assert len(config.search_runs()) == 3 + 3 * 2  # bm25, and nbow confused / not confused on each attack
+    assert [run.path for run in config.summary_runs()] == ["python-stdlib/no_comment/transformer-sum/xent/0/confused"]
     assert config.attack_params("ordered_id+translation") == {"ordered_id": {}, "translation": {"pair": "eng-spa"}}
 
 
@@ -377,6 +384,7 @@ def test_cli_validate_good_config(raw, capsys) -> None:
         trained["attacks"]
     ) * len(trained["models"]) * len(trained["losses"]) * len(trained["seeds"]) * len(trained["inference"])
     assert n_runs == 12 * 2 + 2 * 2 * 2  # 12 attacks x (bm25, minilm); nbow: 2 attacks x 2 seeds x 2 inference types
+    n_runs += 2  # summarization (issue #25): transformer-sum not confused on no_comment and ordered_id
     assert captured.out == f"{PARAMS}: valid; study 'default', {n_runs} run(s)\n"
     assert captured.err == ""
 
@@ -392,6 +400,7 @@ def test_cli_runs_prints_the_run_paths(capsys) -> None:
             for attack in ("none", "no_comment", "ordered_id+translation")
             for inference in ("confused", "not_confused")
         ],
+        "python-stdlib/no_comment/transformer-sum/xent/0/confused",  # the tiny study's summarizer
     ]
 
 
@@ -402,6 +411,7 @@ def test_cli_runs_follows_the_grid(tmp_path, raw, capsys) -> None:
     assert main(["runs", "--config", str(_write(tmp_path, data, "one.yaml"))]) == 0
     assert capsys.readouterr().out == (
         "python-stdlib/no_comment/bm25/none/0/zero_shot\npython-stdlib/no_comment/nbow/ce/1/confused\n"
+        "python-stdlib/no_comment/transformer-sum/xent/0/not_confused\n"  # grid.summarization, narrowed by the grid
     )
 
 
@@ -470,13 +480,13 @@ def test_seeds_by_dataset_overrides_the_seeds_of_one_dataset(tmp_path: Path, raw
     data = _trained(raw, seeds_by_dataset={"python-packages": [3, 0, 4]}, inference=["confused", "not_confused"])
     config = load_config(_write(tmp_path, data, "seeds.yaml"))
     assert config.seeds_for("python-stdlib") == [0] and config.seeds_for("python-packages") == [3, 0, 4]
-    trained_runs = [run for run in config.runs() if run.inference != "zero_shot"]
+    trained_runs = [run for run in config.search_runs() if run.inference != "zero_shot"]
     assert [(r.dataset, r.seed, r.inference) for r in trained_runs] == [
         ("python-stdlib", 0, "confused"),
         ("python-stdlib", 0, "not_confused"),
         *(("python-packages", s, i) for s in (3, 0, 4) for i in ("confused", "not_confused")),
     ]
-    assert [k.path for k in config.trainings()] == [
+    assert [k.path for k in config.trainings() if k.model == "nbow"] == [
         "python-stdlib/no_comment/nbow/ce/0",
         *(f"python-packages/no_comment/nbow/ce/{s}" for s in (3, 0, 4)),
     ]
@@ -504,10 +514,10 @@ def test_seeds_by_dataset_names_a_trained_dataset_and_takes_seeds(tmp_path: Path
 
 def test_trained_datasets_narrow_the_trained_runs_only(tmp_path: Path, raw: dict[str, Any]) -> None:
     config = load_config(_write(tmp_path, _trained(raw, datasets=["python-packages"]), "narrow.yaml"))
-    runs = config.runs()
+    runs = config.search_runs()
     assert {r.dataset for r in runs if r.inference == "zero_shot"} == {"python-stdlib", "python-packages"}
     assert {r.dataset for r in runs if r.inference != "zero_shot"} == {"python-packages"}
-    assert [k.path for k in config.trainings()] == ["python-packages/no_comment/nbow/ce/0"]
+    assert [k.path for k in config.trainings() if k.model == "nbow"] == ["python-packages/no_comment/nbow/ce/0"]
     assert config.trained["datasets"] == ["python-packages"]
     assert load_config(PARAMS).trained["datasets"] == load_config(PARAMS).datasets  # default: all
     bad = _trained(raw, datasets=["python-stdlb"])
@@ -519,7 +529,7 @@ def test_no_comment_is_needed_only_by_not_confused_runs(tmp_path: Path, raw: dic
     data = _trained(raw, attacks=["none"])
     data["robustness"]["attacks"] = ["none"]  # the robustness attacks must be trained on too
     config = load_config(_write(tmp_path, data, "none.yaml"))
-    assert {k.attack for k in config.trainings()} == {"none"}
+    assert {k.attack for k in config.trainings() if k.model == "nbow"} == {"none"}
 
     def not_confused(d: dict[str, Any]) -> None:
         d.update(_trained(raw, attacks=["none"], inference=["not_confused"]))

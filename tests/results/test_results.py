@@ -392,6 +392,7 @@ def test_cli_evaluate_then_aggregate_end_to_end(tmp_path, monkeypatch, capsys) -
     raw["grid"]["datasets"] = ["python-stdlib"]  # two runs: python-stdlib x {none, no_comment} x bm25
     raw["grid"]["attacks"] = ["none", "no_comment"]
     raw["grid"]["trained"]["models"] = []  # zero-shot runs only
+    raw["grid"]["summarization"]["models"] = []  # no summarizer
     raw["grid"]["models"] = ["bm25"]
     raw["evaluation"]["protocols"] = ["full-corpus", "id-chunks-1000"]  # a protocol that evaluates nothing here
     raw["robustness"]["datasets"] = ["python-packages"]  # outside the grid: no robustness runs

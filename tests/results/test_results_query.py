@@ -40,6 +40,7 @@ def project(tmp_path_factory) -> Path:
     raw = yaml.safe_load(PARAMS.read_text(encoding="utf-8"))
     raw["grid"].update(datasets=[DATASET], attacks=list(ATTACKS), models=["bm25"])
     raw["grid"]["trained"]["models"] = []  # zero-shot runs only
+    raw["grid"]["summarization"]["models"] = []  # no summarizer (issue #25)
     raw["evaluation"]["protocols"] = list(PROTOCOLS)
     raw["robustness"].update(
         datasets=[DATASET],

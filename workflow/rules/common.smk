@@ -6,7 +6,7 @@ import shlex
 import sys
 
 from csbench import launch, paths
-from csbench.config import INFERENCE_TYPES, ConfigError, RunKey, check_sources, load_config
+from csbench.config import INFERENCE_TYPES, SUMMARY_LOSS, ConfigError, RunKey, check_sources, load_config
 from csbench.models import remote_code_warnings
 
 
@@ -133,6 +133,31 @@ def _alternatives(names):
     return "|".join(map(re.escape, names))
 
 
+# The task axis (issue #25): a run of a summarizer (grid.summarization) is written by `summarize`, a
+# search run's by `evaluate`; both into results/runs/<run>/. Each rule's model wildcard is limited
+# to its task's models, so the two never compete for one run's metrics.json.
+SUMMARIZERS = list(dict.fromkeys(CFG.summarization["zero_shot"] + CFG.summarization["models"]))
+SEARCH_MODELS = list(dict.fromkeys(CFG.models + CFG.trained["models"]))
+NO_MODEL = "(?!)"  # matches nothing: a rule with no model of its task in the study
+
+
+SEARCH_TRAININGS = [key for key in CFG.trainings() if key.model not in SUMMARIZERS]
+
+
+def training_read(model):
+    """The training regime a train job reads, as JSON: `training` for a retrieval model (its own
+    overrides are under its models.<name> param), a summarizer's registered regime overlaid with
+    models.<name>.training (csbench.config.Config.training_params)."""
+    if model in SUMMARIZERS:
+        return json.dumps(CFG.training_params(model), sort_keys=True)
+    return tracked("training")
+
+
+def models_of(names):
+    """A model wildcard constraint matching exactly ``names`` (nothing when there are none)."""
+    return _alternatives(names) if names else NO_MODEL
+
+
 def checkpoint_input(w):
     """The trained encoder a run evaluates ({} for zero-shot runs): trained on the run's dataset, or
     once on another (inference confused@<dataset>, grid.trained.evaluate_on) for every dataset it is
@@ -181,8 +206,8 @@ def encoder_threads(wildcards):
 wildcard_constraints:
     dataset=_alternatives(CFG.datasets),
     attack=_alternatives(CFG.attacks),
-    model=_alternatives(dict.fromkeys(CFG.models + CFG.trained["models"])),
-    loss=_alternatives(["none", *CFG.trained["losses"]]),
+    model=_alternatives(dict.fromkeys(CFG.models + CFG.trained["models"] + SUMMARIZERS)),
+    loss=_alternatives(["none", *CFG.trained["losses"], *([SUMMARY_LOSS] if CFG.summarization["models"] else [])]),
     seed="[0-9]+",
     inference=_alternatives(dict.fromkeys([*INFERENCE_TYPES, *(run.label for run in RUNS)])),
     split=_alternatives(SPLITS),

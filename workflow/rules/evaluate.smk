@@ -10,6 +10,8 @@ rule index:
         valid=f"{ATTACKED_DIR}/valid.parquet",
     output:
         index=f"{INDEX_DIR}/index.json",
+    wildcard_constraints:
+        model=models_of(SEARCH_MODELS),
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),
@@ -37,6 +39,8 @@ rule evaluate:
         ranks=f"{RUN_DIR}/ranks.tsv",
         trec=expand(f"{kept(RUN_DIR)}/run.{{protocol}}.trec.gz", protocol=CFG.ranking_protocols),
         matching=expand(f"{kept(RUN_DIR)}/{{protocol}}.tsv", protocol=CFG.matching_protocols),
+    wildcard_constraints:
+        model=models_of(SEARCH_MODELS),
     params:
         cli=untracked(CSBENCH),
         configs=untracked(CONFIG_ARGS),

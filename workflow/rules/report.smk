@@ -7,6 +7,7 @@
 import dataclasses
 
 from csbench.results.figures import FIGURES_DIR, figure_specs
+from csbench.results.summarization import figure_specs as summarization_figure_specs
 from csbench.results.tables import TABLES_DIR
 
 
@@ -15,7 +16,8 @@ report: "../report/workflow.rst"
 
 # Named by the config alone, so the figures' captions are known before the job runs; `aggregate`
 # draws the same list from the run records (csbench.results.figures.write_figures).
-FIGURE_SPECS = figure_specs(CFG.attacks, CFG.ranking_protocols, [t.path for t in CFG.trainings()])
+FIGURE_SPECS = figure_specs(CFG.attacks, CFG.ranking_protocols, [t.path for t in SEARCH_TRAININGS])
+FIGURE_SPECS += summarization_figure_specs(list(dict.fromkeys(run.attack for run in CFG.summary_runs())))
 FIGURE_CATEGORIES = {"severity": "Attack severity (thesis Fig. 5.1)", "training": "Training (COBE Fig. 4)"}
 
 
@@ -34,6 +36,7 @@ rule aggregate:
             for run in runs
         ],
         trainings=[f"{paths.checkpoint_dir(t.path)}/train.json" for t in CFG.trainings()],
+        summaries=[f"{paths.run_dir(run.path)}/summaries.jsonl" for run in CFG.summary_runs()],
     output:
         summary=STUDY_SUMMARY,
         stability=f"{paths.stability_dir(STUDY).as_posix()}/index.json",

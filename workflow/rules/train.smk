@@ -18,9 +18,9 @@ rule train:
     params:
         launch=train_launch,
         configs=untracked(CONFIG_ARGS),
-        code=paths.code_digest("train"),
+        code=lambda w: paths.code_digest("train-summarizer") if w.model in SUMMARIZERS else paths.code_digest("train"),
         model=lambda w: tracked("models", w.model),
-        training=tracked("training"),
+        training=lambda w: training_read(w.model),
         loss=lambda w: tracked("loss_params", w.loss),
     threads: workflow.cores  # one training at a time uses the whole machine; a profile sets GPUs
     resources:

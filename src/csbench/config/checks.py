@@ -16,7 +16,7 @@ from csbench.config.model import NOT_CONFUSED_TRAIN_ATTACK, Config, ConfigError
 from csbench.config.schema import schema, schema_error_message
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 from csbench.evaluate.protocols import PROTOCOLS, MatchRule
-from csbench.models import MODELS
+from csbench.models import MODELS, SUMMARIZATION_FAMILY
 from csbench.params import ParamProblem, check_params
 from csbench.registry import UnknownNameError
 from csbench.train.losses import LOSSES
@@ -110,11 +110,7 @@ def _check_match_options(config: Config) -> None:
                 raise ConfigError(f"{where}: {rule.dataset!r} has no validation split to choose a threshold on: {why}")
     if evaluation.get("match_pairs") == "released" and config.matching_protocols:
         where = f"{locate(config, 'evaluation', 'match_pairs')}: evaluation.match_pairs"
-        lacking = [
-            name
-            for name in config.datasets
-            if not config.has_released_pairs(name)
-        ]
+        lacking = [name for name in config.datasets if not config.has_released_pairs(name)]
         if lacking:
             raise ConfigError(
                 f"{where}: 'released', but these datasets have no released matching pairs: {', '.join(lacking)} "
@@ -232,7 +228,11 @@ def _raise_param_problem(config: Config, keys: tuple[str, ...], problem: ParamPr
 def _check_models(config: Config) -> None:
     # Loss names (grid.trained.losses, loss_params) are the schema's enum, filled from
     # csbench.train.losses.LOSSES (which reads the losses' declarations without importing torch).
-    defined = {name for name, opts in config.raw["models"].items() if (opts or {}).get("family") == "hf"}
+    defined = {
+        name
+        for name, opts in config.raw["models"].items()
+        if (opts or {}).get("family") in ("hf", SUMMARIZATION_FAMILY)
+    }
     valid = MODELS.names() + sorted(defined - set(MODELS.names()))
     for name, opts in config.raw["models"].items():
         if name not in valid:
@@ -241,6 +241,14 @@ def _check_models(config: Config) -> None:
             raise ValueError(f"models.{name}.family: {name!r} is registered as a {MODELS.get(name).family!r} model")
         if name not in MODELS and not (opts or {}).get("model_id"):
             raise ValueError(f"models.{name}: a model defined in the config needs a model_id (a hub id or a folder)")
+    for where, names in (("grid.models", config.models), ("grid.trained.models", config.trained["models"])):
+        for i, name in enumerate(names):
+            if name in valid and config.summarizes(name):
+                raise ValueError(
+                    f"{where}[{i}]: {name!r} is a summarizer (family seq2seq), not a retrieval model: list it "
+                    "under grid.summarization.models (trained) or grid.summarization.zero_shot (as released)"
+                )
+    _check_summarization(config, valid)
     for i, name in enumerate(config.models):
         if name not in valid:
             raise UnknownNameError("model", name, valid, where=f"grid.models[{i}]")
@@ -300,6 +308,43 @@ def _check_models(config: Config) -> None:
         raise ValueError(
             f"robustness.attacks: {', '.join(outside)} not in grid.trained.attacks; dvc.yaml evaluates the "
             "trained models on the perturbed queries of every robustness attack, so list them there too"
+        )
+
+
+def _check_summarization(config: Config, valid: list[str]) -> None:
+    """``grid.summarization``: summarizers only (trainable ones under ``models``, ones released for
+    summarization under ``zero_shot``), and ``no_comment`` among its attacks of the grid when a
+    ``not_confused`` run needs the model trained on it."""
+    summary = config.summarization
+    for key, able, hint in (
+        ("models", "trainable", "is not trainable"),
+        (
+            "zero_shot",
+            "zero_shot",
+            "has no zero-shot run (trained from scratch or needing fine-tuning): list it under "
+            "grid.summarization.models",
+        ),
+    ):
+        for i, name in enumerate(summary[key]):
+            where = f"grid.summarization.{key}[{i}]"
+            if name not in valid:
+                raise UnknownNameError("model", name, valid, where=where)
+            if not config.summarizes(name):
+                raise ValueError(
+                    f"{where}: {name!r} is a {config.model_spec(name).family!r} retrieval model, not a "
+                    "summarizer (family seq2seq): list it under grid.models or grid.trained.models"
+                )
+            if not getattr(config.model_spec(name), able):
+                raise ValueError(f"{where}: {name!r} {hint}")
+    # names outside the grid are skipped (an overlay may narrow the grid; Config.summarization_outside_grid
+    # says which): only the runs that remain must be possible
+    attacks = [a for a in summary["attacks"] if a in config.attacks]
+    datasets = [d for d in summary["datasets"] if d in config.datasets]
+    needs_no_comment = summary["models"] and datasets and attacks and "not_confused" in summary["inference"]
+    if needs_no_comment and NOT_CONFUSED_TRAIN_ATTACK not in attacks:
+        raise ValueError(
+            f"grid.summarization: not_confused runs use the summarizer trained on {NOT_CONFUSED_TRAIN_ATTACK!r}: "
+            "add it to grid.summarization.attacks"
         )
 
 

@@ -116,6 +116,12 @@ def dvc_limitations(config: Config) -> list[str]:
             f"grid.trained.attacks ({', '.join(trained['attacks'])}) without {NOT_CONFUSED_TRAIN_ATTACK!r}: dvc.yaml's "
             "index-trained and evaluate-trained stages depend on the no_comment checkpoint of every trained run"
         )
+    summary = config.summarization
+    if summary["models"] and NOT_CONFUSED_TRAIN_ATTACK not in summary["attacks"]:
+        notes.append(
+            f"grid.summarization.attacks ({', '.join(summary['attacks'])}) without {NOT_CONFUSED_TRAIN_ATTACK!r}: "
+            "dvc.yaml's summarize stages depend on the no_comment checkpoint of every trained summarizer"
+        )
     rule = config.match_rule
     if config.matching_protocols and rule.kind == "borrowed":
         notes.append(
@@ -124,4 +130,6 @@ def dvc_limitations(config: Config) -> list[str]:
         )
     outside = config.robustness_outside_grid()
     notes += [f"{note} (dvc.yaml's matrices read the robustness lists as they are)" for note in outside]
+    outside = config.summarization_outside_grid()
+    notes += [f"{note} (dvc.yaml's matrices read the summarization lists as they are)" for note in outside]
     return notes

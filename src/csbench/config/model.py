@@ -13,7 +13,14 @@ from typing import Any
 from csbench.attacks import parse_spec
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 from csbench.evaluate.protocols import PROTOCOLS, MatchRule
-from csbench.models import MODELS, ModelSpec, declared_params, hf_custom_defaults
+from csbench.models import (
+    MODELS,
+    SUMMARIZATION_FAMILY,
+    ModelSpec,
+    declared_params,
+    hf_custom_defaults,
+    seq2seq_custom_defaults,
+)
 
 
 class ConfigError(ValueError):
@@ -88,6 +95,8 @@ INFERENCE_TYPES = ("zero_shot", "confused", "not_confused")
 TRAINED_ON_SEP = "@"  # confused@advtest: the inference of a run whose model was trained on another dataset
 NOT_CONFUSED_TRAIN_ATTACK = "no_comment"  # the thesis trains the not-confused model on comment-free code
 TRAINED_DEFAULTS: dict[str, Any] = {"losses": ["ce"], "seeds": [0], "inference": ["confused"]}
+SUMMARY_LOSS = "xent"  # the loss coordinate of a trained summarization run: token-level cross-entropy
+SUMMARY_PROTOCOL = "summarization"  # the protocol name of a summarization run's scores
 
 
 @dataclass(frozen=True)
@@ -207,7 +216,7 @@ class Config:
         if not self.matching_protocols or self.match_rule.kind != "validation":
             return []
         found: dict[str, list[str]] = {}
-        for run in self.runs():
+        for run in self.search_runs():
             if self.model_spec(run.model).family == "cross" or self.missing_validation(run.dataset) is None:
                 continue
             models = found.setdefault(run.dataset, [])
@@ -230,6 +239,16 @@ class Config:
         if name in MODELS:
             return MODELS.get(name)
         given = (self.raw.get("models") or {}).get(name) or {}
+        if given.get("family") == SUMMARIZATION_FAMILY:
+            return ModelSpec(
+                name,
+                f"Hugging Face seq2seq summarizer {given.get('model_id')!r} (defined in the config)",
+                family=SUMMARIZATION_FAMILY,
+                zero_shot=True,
+                trainable=True,
+                defaults_fn=seq2seq_custom_defaults,
+                params_fn=declared_params(SUMMARIZATION_FAMILY),
+            )
         if given.get("family") == "hf":
             return ModelSpec(
                 name,
@@ -278,8 +297,15 @@ class Config:
         return [int(s) for s in seeds]
 
     def training_params(self, model: str) -> dict[str, Any]:
-        """The training regime of ``model``: ``training`` overlaid with ``models.<model>.training``."""
+        """The training regime of ``model``: ``training`` overlaid with ``models.<model>.training``; a
+        summarizer's is its registered regime (:data:`SEQ2SEQ_TRAINING` and its own) overlaid with
+        ``models.<model>.training`` only."""
         own = (self.raw["models"].get(model) or {}).get("training") or {}
+        if self.summarizes(model):
+            from csbench.summarization.models.defaults import SEQ2SEQ_MODELS, SEQ2SEQ_TRAINING
+
+            registered = SEQ2SEQ_MODELS.get(model, {}).get("training", {})
+            return {**SEQ2SEQ_TRAINING, **registered, **own}
         regime = {**(self.raw.get("training") or {}), **own}
         if (
             "schedule" in own
@@ -293,7 +319,8 @@ class Config:
         return dict((self.raw.get("loss_params") or {}).get(loss) or {})
 
     def trainings(self) -> list[TrainKey]:
-        """Every training the runs need (a not-confused model is trained once, on no_comment)."""
+        """Every training the runs need, search and summarization (a not-confused model is trained
+        once, on no_comment)."""
         keys = [run.training for run in self.runs() if run.training is not None]
         return list(dict.fromkeys(keys))
 
@@ -309,7 +336,7 @@ class Config:
         rob = self.robustness
         datasets = [d for d in rob.get("datasets", []) if d in self.datasets]
         attacks = [a for a in rob.get("attacks", []) if a in self.attacks]
-        return [run for run in self.runs() if run.dataset in datasets and run.attack in attacks]
+        return [run for run in self.search_runs() if run.dataset in datasets and run.attack in attacks]
 
     def robustness_outside_grid(self) -> list[str]:
         """``robustness`` entries that are not in the grid (skipped by snakemake; dvc.yaml's matrices
@@ -333,7 +360,61 @@ class Config:
         return points + [(p, QUESTION_RATIO) for p in rob.get("fixed", [])]
 
     def runs(self) -> list[RunKey]:
-        """Every run the config asks for, in a stable order: the zero-shot runs of ``grid.models``,
+        """Every run the config asks for: the search runs (:meth:`search_runs`), then the
+        summarization runs (:meth:`summary_runs`)."""
+        return self.search_runs() + self.summary_runs()
+
+    def summarizes(self, model: str) -> bool:
+        """Whether ``model`` is a summarizer (family ``seq2seq``): its runs generate summaries."""
+        return self.model_spec(model).family == SUMMARIZATION_FAMILY
+
+    @property
+    def summarization(self) -> dict[str, Any]:
+        """``grid.summarization`` with its defaults: the summarizers trained per dataset x attack x seed
+        (``models``, loss :data:`SUMMARY_LOSS`) and evaluated as released (``zero_shot``), on
+        ``datasets`` / ``attacks`` of the grid (default: all), with ``seeds`` and ``inference``, and the
+        optional metrics scored beside BLEU (``extra_metrics``: rouge_l, meteor)."""
+        given = self.raw["grid"].get("summarization") or {}
+        return {
+            "models": list(given.get("models", [])),
+            "zero_shot": list(given.get("zero_shot", [])),
+            "datasets": list(given.get("datasets", self.datasets)),
+            "attacks": list(given.get("attacks", self.attacks)),
+            "seeds": [int(s) for s in given.get("seeds", TRAINED_DEFAULTS["seeds"])],
+            "inference": list(given.get("inference", TRAINED_DEFAULTS["inference"])),
+            "extra_metrics": list(given.get("extra_metrics", [])),
+        }
+
+    def summary_runs(self) -> list[RunKey]:
+        """Every summarization run, in a stable order: the zero-shot ones, then each trained
+        summarizer's (seed x inference) per dataset x attack of ``grid.summarization`` that is in the
+        grid (names outside it are skipped, so an overlay may change the grid without touching
+        ``grid.summarization``; see :meth:`summarization_outside_grid`)."""
+        s = self.summarization
+        datasets = [d for d in s["datasets"] if d in self.datasets]
+        attacks = [a for a in s["attacks"] if a in self.attacks]
+        runs = [RunKey(d, a, m) for d in datasets for a in attacks for m in s["zero_shot"]]
+        for d in datasets:
+            for a in attacks:
+                for m in s["models"]:
+                    runs += [RunKey(d, a, m, SUMMARY_LOSS, seed, i) for seed in s["seeds"] for i in s["inference"]]
+        return runs
+
+    def summarization_outside_grid(self) -> list[str]:
+        """``grid.summarization`` entries that are not in the grid (skipped by snakemake; dvc.yaml's
+        matrices read the lists as they are, so `dvc repro` needs them in the grid)."""
+        s = self.summarization
+        if not s["models"] and not s["zero_shot"]:
+            return []  # no summarizer: nothing is skipped
+        return [
+            f"grid.summarization.{key}: {name!r} is not in grid.{key}"
+            for key, grid in (("datasets", self.datasets), ("attacks", self.attacks))
+            for name in s[key]
+            if name not in grid
+        ]
+
+    def search_runs(self) -> list[RunKey]:
+        """Every search run the config asks for, in a stable order: the zero-shot runs of ``grid.models``,
         then the runs of each trained model (loss x seed x inference), on its training dataset or, with
         ``grid.trained.evaluate_on``, on each dataset listed there (:meth:`_trained_targets`)."""
         runs = [RunKey(d, a, m) for d in self.datasets for a in self.attacks for m in self.models]
@@ -398,5 +479,3 @@ class Config:
         for key in keys:
             node = node.get(key, {}) if isinstance(node, dict) else {}
         return node
-
-

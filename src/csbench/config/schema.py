@@ -84,6 +84,11 @@ REGISTERED: tuple[tuple[tuple[str, ...], str, Callable[[], Any]], ...] = (
         "enum",
         lambda: [kind for kind in INFERENCE_TYPES if kind != "zero_shot"],  # a trained run's inferences
     ),
+    (
+        ("properties", "grid", "properties", "summarization", "properties", "inference", "items"),
+        "enum",
+        lambda: [kind for kind in INFERENCE_TYPES if kind != "zero_shot"],  # a trained summarizer's inferences
+    ),
     (("properties", "attack_params"), "properties", _attack_sections),
     (("properties", "evaluation", "properties", "protocols", "items"), "enum", _protocol_names),
     (("properties", "models", "additionalProperties", "properties", "family"), "enum", _model_families),

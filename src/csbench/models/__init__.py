@@ -9,6 +9,10 @@ Families:
 - ``cross``: cross-encoders (``csbench.models.cross``): query and code in one input, a binary
   match / no-match head, fine-tuned as GeCS did (section 5.1); they score pairs, so they are
   evaluated under ``gecs-100`` (100 candidates per query) and ``matching`` only.
+- ``seq2seq``: code summarizers (issue #25; :mod:`csbench.summarization.models`): they generate a
+  function's description instead of retrieving code; their runs (``grid.summarization``) are scored with
+  BLEU. A config may add any Hugging Face seq2seq id (``models: {my-sum: {family: seq2seq, model_id:
+  org/name}}``).
 - ``hf``: Hugging Face bi-encoders (``csbench.models.hf``): evaluated zero-shot as released and/or
   fine-tuned. A config may add any other Hugging Face or sentence-transformers id as a model of this
   family (``models: {my-model: {family: hf, model_id: org/name}}``). ``trust_remote_code: true``
@@ -41,7 +45,8 @@ class Retriever(Protocol):
     def scores(self, query: str) -> np.ndarray: ...
 
 
-FAMILIES = ("lexical", "csn", "hf", "cross")
+FAMILIES = ("lexical", "csn", "hf", "cross", "seq2seq")
+SUMMARIZATION_FAMILY = "seq2seq"  # the family whose models summarize code instead of retrieving it
 
 
 @dataclass(frozen=True)
@@ -101,15 +106,36 @@ def _cross_defaults(name: str) -> Callable[[], dict[str, Any]]:
     return defaults
 
 
+def _seq2seq_defaults(name: str) -> Callable[[], dict[str, Any]]:
+    def defaults() -> dict[str, Any]:
+        from csbench.summarization.models.defaults import SEQ2SEQ_DEFAULTS, SEQ2SEQ_MODELS
+
+        own = {k: v for k, v in SEQ2SEQ_MODELS[name].items() if k != "training"}
+        return {"family": SUMMARIZATION_FAMILY, **SEQ2SEQ_DEFAULTS, **own}
+
+    return defaults
+
+
 def declared_params(family: str) -> Callable[[], dict[str, dict[str, Any]]]:
     """The declared parameter keywords of a neural family (``csbench.models.defaults``), read on use."""
 
     def params() -> dict[str, dict[str, Any]]:
         from csbench.models import defaults
 
+        if family == SUMMARIZATION_FAMILY:
+            from csbench.summarization.models.defaults import SEQ2SEQ_PARAMS
+
+            return SEQ2SEQ_PARAMS
         return {"csn": defaults.CSN_PARAMS, "hf": defaults.HF_PARAMS, "cross": defaults.CROSS_PARAMS}[family]
 
     return params
+
+
+def seq2seq_custom_defaults() -> dict[str, Any]:
+    """The parameters of a config-defined Hugging Face seq2seq model before its own (``model_id`` required)."""
+    from csbench.summarization.models.defaults import SEQ2SEQ_DEFAULTS
+
+    return {"family": SUMMARIZATION_FAMILY, **SEQ2SEQ_DEFAULTS, "architecture": "hf-seq2seq", "model_id": None}
 
 
 def hf_custom_defaults() -> dict[str, Any]:
@@ -148,6 +174,7 @@ _FAMILIES: dict[str, tuple[str, bool, bool, Callable[[str], Callable[[], dict[st
         True,
         lambda name: _cross_defaults(name.removesuffix("-cross")),
     ),
+    SUMMARIZATION_FAMILY: ("code summarizer (seq2seq): {}", False, True, _seq2seq_defaults),
 }
 NEURAL_MODELS: tuple[tuple[str, str, str], ...] = (  # (name, family, what it is)
     ("nbow", "csn", "neural bag of words"),
@@ -165,7 +192,12 @@ NEURAL_MODELS: tuple[tuple[str, str, str], ...] = (  # (name, family, what it is
     ("codebert-cross", "cross", "microsoft/codebert-base (GeCS: lr 1e-5, 8 epochs)"),
     ("codet5p-110m-embedding-cross", "cross", "Salesforce/codet5p-110m-embedding with GeCS's head (lr 2e-5, 10 epochs)"),  # noqa: E501
     ("minilm-cross", "cross", "all-MiniLM-L6-v2 with a new head (offline; not a GeCS model)"),
+    ("transformer-sum", "seq2seq", "Transformer encoder-decoder from scratch (code subtokens in, BPE summary out)"),
+    ("codebert-sum", "seq2seq", "CodeXGLUE code-to-text: microsoft/codebert-base encoder + 6-layer decoder"),
+    ("codet5-sum", "seq2seq", "Salesforce/codet5-base, fine-tuned"),
+    ("codet5-multi-sum", "seq2seq", "Salesforce/codet5-base-multi-sum (released fine-tuned on CodeSearchNet)"),
 )
+ZERO_SHOT_SUMMARIZERS = ("codet5-multi-sum",)  # released already fine-tuned for summarization
 
 
 def neural_model(name: str, family: str, what: str) -> ModelSpec:
@@ -175,7 +207,7 @@ def neural_model(name: str, family: str, what: str) -> ModelSpec:
         name,
         description.format(what),
         family=family,
-        zero_shot=zero_shot,
+        zero_shot=zero_shot or name in ZERO_SHOT_SUMMARIZERS,
         trainable=trainable,
         defaults_fn=defaults(name),
         params_fn=declared_params(family),
@@ -184,6 +216,7 @@ def neural_model(name: str, family: str, what: str) -> ModelSpec:
 
 for _name, _family, _what in NEURAL_MODELS:
     MODELS.add(neural_model(_name, _family, _what))
+
 
 
 def remote_code_warning(name: str, params: dict[str, Any]) -> str | None:

@@ -28,7 +28,12 @@ def aggregate(ctx: Context) -> Path:
     cards = {name: paths.cards_dir(name) / "card.json" for name in config.datasets}
     robustness = {run.path: paths.robustness_dir(run.path) / "robustness.json" for run in config.robustness_runs()}
     stability = stability_records(config, robustness)
-    trainings = {key.path: paths.checkpoint_dir(key.path) / "train.json" for key in config.trainings()}
+    # the learning curves drawn are the retrieval models' (validation MRR); summarizers' records are checked
+    trainings = {
+        key.path: paths.checkpoint_dir(key.path) / "train.json"
+        for key in config.trainings()
+        if not config.summarizes(key.model)
+    }
     out = paths.study_dir(config.study)
     shared = Path(paths.RESULTS)
     table = aggregate_records(run_dirs, out, config.study, cards, robustness, stability, trainings, shared_dir=shared)
@@ -42,8 +47,8 @@ def check_records(ctx: Context) -> None:
     this config's parameters and unchanged since (a record of another study is refused, not summed)."""
     config = ctx.config
     for run in config.runs():
-        expected = lineage.run(config, run)
-        records = checked(paths.run_dir(run.path), expected, run_command(ctx, "evaluate", run), "evaluate")
+        expected, phase = lineage.run_records(config, run), lineage.run_phase(config, run)
+        records = checked(paths.run_dir(run.path), expected, run_command(ctx, phase, run), phase)
         for name in records.outputs:
             records.check(name)
     for dataset in config.datasets:

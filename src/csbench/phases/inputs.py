@@ -89,12 +89,14 @@ def run_key(config: Config, dataset: str, attack: str, model: str, loss: str, se
     """The run these coordinates name, refused unless the config's grid has it."""
     require(dataset, config.datasets, "dataset", "--dataset (not in grid.datasets)")
     require(attack, config.attacks, "attack", "--attack (not in grid.attacks)")
-    models = list(dict.fromkeys(config.models + config.trained["models"]))
-    require(model, models, "model", "--model (not in grid.models or grid.trained.models)")
+    summary = config.summarization
+    models = list(dict.fromkeys(config.models + config.trained["models"] + summary["zero_shot"] + summary["models"]))
+    require(model, models, "model", "--model (not in grid.models, grid.trained.models or grid.summarization)")
     run = RunKey.parse(dataset, attack, model, loss, seed, inference)
     if run not in config.runs():
         raise ValueError(
-            f"{run.path} is not a run of the config: zero-shot runs (grid.models) have loss none, seed 0, "
-            "inference zero_shot; trained runs take their loss, seed and inference from grid.trained"
+            f"{run.path} is not a run of the config: zero-shot runs (grid.models, grid.summarization.zero_shot) "
+            "have loss none, seed 0, inference zero_shot; trained runs take their loss, seed and inference from "
+            "grid.trained (summarizers: loss xent, seeds and inference from grid.summarization)"
         )
     return run

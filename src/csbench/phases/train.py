@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from csbench import lineage, paths
-from csbench.config import TrainKey
+from csbench.config import SUMMARY_LOSS, TrainKey
 from csbench.io import write_json
 from csbench.phases import Context
 from csbench.phases.inputs import attacked as attacked_input
@@ -26,6 +26,8 @@ log = logging.getLogger("csbench")
 def train(ctx: Context, key: TrainKey) -> Path:
     """Train the model ``key`` names and stamp its ``train.json``; the checkpoint folder."""
     config = ctx.config
+    if key.model in config.summarization["models"]:
+        return train_summarizer(ctx, key)
     trained = config.trained
     require(key.dataset, trained["datasets"], "dataset", "--dataset (not in grid.trained.datasets)")
     require(key.attack, config.attacks, "attack", "--attack (not in grid.attacks)")
@@ -89,6 +91,42 @@ def _train_cross(ctx: Context, key: TrainKey, spec, train_frame: pd.DataFrame, v
     if result.best_accuracy is None:  # no validation split: the last model, as GeCS's script
         return f"{key.path}: trained without validation, the last model kept ({result.stop_reason})"
     return f"{key.path}: best validation accuracy {result.best_accuracy:.4f} ({result.stop_reason})"
+
+
+def train_summarizer(ctx: Context, key: TrainKey) -> Path:
+    """Train a summarizer of ``grid.summarization.models`` (teacher forcing, token cross-entropy: loss
+    ``xent``) on the attacked train split, streamed from a memory-mapped copy (Funcom's 2 M pairs never
+    sit in memory), validated by smoothed BLEU-4 on the valid split; the checkpoint folder."""
+    from csbench.models.integrity import write_sums
+    from csbench.summarization.data import PairStore
+    from csbench.summarization.models import build_summarizer
+    from csbench.train.summarizer import Seq2SeqTrainConfig
+    from csbench.train.summarizer import train_summarizer as fit
+
+    config = ctx.config
+    summary = config.summarization
+    require(key.dataset, summary["datasets"], "dataset", "--dataset (not in grid.summarization.datasets)")
+    require(key.attack, summary["attacks"], "attack", "--attack (not in grid.summarization.attacks)")
+    require(key.loss, [SUMMARY_LOSS], "loss", f"--loss (a summarizer trains with token cross-entropy: {SUMMARY_LOSS})")
+    if key.seed not in summary["seeds"]:
+        raise ValueError(f"--seed {key.seed} is not among grid.summarization.seeds ({summary['seeds']})")
+    attacked = attacked_input(ctx, key.dataset, key.attack)
+    params = config.model_params(key.model)
+    train_file = paths.split_files(attacked.folder)["train"]
+    attacked.check("train.parquet")
+    out = paths.checkpoint_dir(key.path)
+    pairs = PairStore(train_file, out / "cache" / "train-pairs.arrow")
+    valid_frame = attacked.frame("valid.parquet", columns=["id", "query", "code"])
+    train_config = Seq2SeqTrainConfig.from_dict({**config.training_params(key.model), "seed": key.seed})
+    log.info("training %s: %d train / %d valid pairs; %s", key.path, len(pairs), len(valid_frame), train_config)
+    summarizer = build_summarizer(params, pairs.codes(), pairs.summaries(), key.seed)
+    result = fit(summarizer, pairs, valid_frame, train_config, out, progress=ctx.progress, resume=True)
+    write_sums(out / "best")
+    for folder in ("state", "cache"):  # only needed to resume; train.json is written
+        shutil.rmtree(out / folder, ignore_errors=True)
+    _stamp_training(ctx, key, attacked)
+    log.info("%s: %s", key.path, result)
+    return out
 
 
 def _stamp_training(ctx: Context, key: TrainKey, attacked: Verified) -> None:

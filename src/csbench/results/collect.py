@@ -14,7 +14,10 @@ import pandas as pd
 
 from csbench.io import atomic_path
 
+SUMMARIZATION = "summarization"  # the protocol (and run.task) of code summarization runs (issue #25)
+# summary.csv's metric columns, those the study has: search, then summarization (BLEU, 0-100)
 SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "accuracy")
+SUMMARY_METRICS += ("bleu1", "bleu2", "bleu3", "bleu4", "bleu_composite", "smoothed_bleu4")
 BASELINE_ATTACK = "no_comment"  # every other attack is compared with it (thesis section 3.3.1)
 DROP_COLUMN = "mrr_drop_vs_no_comment_%"  # relative_drop of MRR against no_comment: positive = loss
 DROP_TEXT = (  # what DROP_COLUMN holds: summary.md and the report's summary page say it alike
@@ -55,6 +58,17 @@ def protocol_notes(run_dirs: list[Path]) -> dict[str, str]:
     return notes
 
 
+def _record_counts(metrics: dict) -> list[dict]:
+    """A summarization run's ``n_queries`` score (the records it scored, as a search run's scores
+    have it) from ``protocols.summarization.n_queries`` when its scores do not hold one: the
+    summarization figure weighs datasets by it. Nothing for a search run."""
+    info = metrics.get("protocols", {}).get(SUMMARIZATION) or {}
+    counted = any(s["protocol"] == SUMMARIZATION and s["metric"] == "n_queries" for s in metrics["scores"])
+    if counted or info.get("n_queries") is None:
+        return []
+    return [{"protocol": SUMMARIZATION, "metric": "n_queries", "value": info["n_queries"]}]
+
+
 def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Long table of scores (one row per run × protocol × metric) and a table of run provenance."""
     score_rows, run_rows = [], []
@@ -77,7 +91,7 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 **{f"eff_{k}": v for k, v in (prov.get("efficiency") or {}).items()},
             }
         )
-        for score in metrics["scores"]:
+        for score in [*metrics["scores"], *_record_counts(metrics)]:
             score_rows.append(
                 {
                     "run_id": run_id,

@@ -192,18 +192,24 @@ def write_figures(out_dir: Path, scores: pd.DataFrame, trainings: dict[str, Path
     """Draw every figure of ``figure_specs`` into ``out_dir``/figures/{name}.png (each written
     atomically), list them in figures/index.json, and remove PNGs there no spec names (left by an
     earlier study). ``trainings``: train.json files by training path."""
+    from csbench.results import summarization  # it builds on this module
+
     figures = Path(out_dir) / FIGURES_DIR
     histories = training_histories(_load_trainings(trainings or {}))
-    attacks = sorted(scores["attack"].unique()) if len(scores) else []
+    search = summarization.search_rows(scores) if len(scores) else scores  # summarization: its own figure
+    attacks = sorted(search["attack"].unique()) if len(search) else []
     # the ranking protocols (a matching protocol has accuracy, no MRR): Config.ranking_protocols
-    protocols = sorted(scores.loc[scores["metric"] == "mrr", "protocol"].unique()) if len(scores) else []
+    protocols = sorted(search.loc[search["metric"] == "mrr", "protocol"].unique()) if len(search) else []
     specs = figure_specs(attacks, protocols, list(trainings or {}))
+    specs += summarization.study_figure_specs(scores)
     written = []
     for spec in specs:
         path = figures / f"{spec.name}.png"
         kind, _, rest = spec.name.partition("/")
-        if kind == "severity":
-            plot_severity(severity_scores(scores, rest), by_severity(attacks), path, spec.title)
+        if spec.name == summarization.FIGURE:
+            summarization.draw_severity(scores, path, spec.title)
+        elif kind == "severity":
+            plot_severity(severity_scores(search, rest), by_severity(attacks), path, spec.title)
         else:
             plot_training_curves(histories[rest], path, spec.title)
         written.append(path)

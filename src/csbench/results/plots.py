@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,12 +100,16 @@ def plot_severity(
     attacks: list[str],
     path: Path,
     title: str,
+    titles: Mapping[str, str] | None = None,
+    top: float = 1.0,
+    ylabel: str = "score (size-weighted mean over datasets)",
 ) -> None:
     """Score against attack severity (as thesis Fig. 5.1): one panel per metric, the attacks on the
     x axis from least to most severe (``attacks``, already in that order), one line per model.
 
     ``scores`` is ``{metric: {model label: {attack: value}}}``; a model without a score for an attack
-    has a gap there (no line is drawn through a missing point)."""
+    has a gap there (no line is drawn through a missing point). ``titles``: the panels' titles by
+    metric (default ``METRIC_LABELS``); ``top``: the scale's maximum (1 for fractions, 100 for BLEU)."""
     plt = _pyplot()
     metrics = list(scores)
     if not metrics:  # the protocol scored no query (e.g. id-chunks-1000 on a test split under 1,000 pairs)
@@ -122,10 +127,10 @@ def plot_severity(
             values = [by_attack.get(attack, float("nan")) for attack in attacks]
             ax.plot(positions, values, marker="o", markersize=3, linewidth=1.2, label=label)
         ax.set_xticks(positions, attacks, rotation=60, ha="right", fontsize=7)
-        ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
-        ax.set_ylim(0, 1.02)
+        ax.set_title((titles or METRIC_LABELS).get(metric, metric), fontsize=9)
+        ax.set_ylim(0, top * 1.02)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("score (size-weighted mean over datasets)")
+    axes[0][0].set_ylabel(ylabel)
     handles, labels = axes[0][0].get_legend_handles_labels()  # every panel has the same lines
     fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 5), fontsize=7)
     fig.suptitle(title, fontsize=9)

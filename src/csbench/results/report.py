@@ -33,6 +33,7 @@ from csbench.results.collect import (
     write_database,
 )
 from csbench.results.figures import write_figures
+from csbench.results.summarization_examples import write_examples
 from csbench.results.tables import PAGE_SUFFIX, TABLES_DIR, html_page, html_text, write_tables
 
 SUMMARY_FILE = "summary.csv"
@@ -100,4 +101,5 @@ def aggregate(
     # the page shows summary.csv as written (its values as the CSV holds them)
     write_text(out_dir / TABLES_DIR / SUMMARY_PAGE, summary_page(pd.read_csv(out_dir / SUMMARY_FILE)))
     write_figures(out_dir, scores, trainings)  # trainings: train.json by training path
+    write_examples(out_dir, run_dirs)  # summarization runs: example summaries (their summaries.jsonl)
     return table

@@ -57,6 +57,8 @@ TABLE_NAMES = (
     "attacks_weighted",
     "gecs",
     "gecs_groups",
+    "summarization_absolute",  # csbench.results.summarization (code summarization runs, issue #25)
+    "summarization_relative",
     "datasets",
 )
 NA = "n/a"
@@ -805,11 +807,15 @@ def to_frame(table: Table) -> pd.DataFrame:
 
 
 def build_tables(results: pd.DataFrame | Iterable[Mapping], cards: Mapping[str, Path] | None = None) -> list[Table]:
-    """Every table that has at least one value for this study, in ``TABLE_NAMES`` order."""
+    """Every table that has at least one value for this study, in ``TABLE_NAMES`` order. The search
+    tables never see summarization rows (``summarization.search_rows``); its own tables do."""
+    from csbench.results import summarization  # it builds on this module
+
     avg = seed_means(results)
+    search = summarization.search_rows(avg)
     built = (
         [
-            builder(avg)
+            builder(search)
             for builder in (
                 mrr_by_language,
                 ir_auc,
@@ -820,9 +826,10 @@ def build_tables(results: pd.DataFrame | Iterable[Mapping], cards: Mapping[str, 
                 gecs_groups,
             )
         ]
-        if not avg.empty
+        if not search.empty
         else []
     )
+    built += summarization.build_summarization_tables(avg)
     built.append(datasets(cards or {}))
     return [table for table in built if table is not None]
 

@@ -6,13 +6,17 @@ Release layout (http://leclair.tech/data/funcom/):
   ``funcom_processed/comments.json``: each one big JSON object ``{"<fid>": "<text>", ...}``
   (the method's source code; its Javadoc comment).
 - ``funcom_tokenized.tar.gz`` unpacks to ``funcom_tokenized/{train,valid,test}/{functions,comments}.{split}``
-  (``fid<TAB>tokens`` lines): the official split by project. Only the fid column is used here.
+  (``fid<TAB>tokens`` lines): the official split by project. Its fid column assigns the splits; with
+  ``options["query"] = "tokenized"`` the tokens of ``comments.{split}`` are the query.
 
 Both JSON files are several GB in total, so neither side of the join is held in memory: the
 comments and the split assignment are streamed (``ijson``) into a temporary on-disk SQLite file
 keyed by fid, then the functions are streamed and each one is looked up. Peak memory does not grow
 with the input. Query = the first paragraph of the Javadoc (comment markers and block tags removed);
-``options["query"] = "comment"`` uses the whole comment on one line instead; ``options["tmp_dir"]``
+``options["query"] = "comment"`` uses the whole comment on one line instead, and ``"tokenized"`` the
+release's own tokenised comment (``comments.{split}``, ``<s>`` / ``</s>`` markers removed): the reference
+of the Funcom papers' summarization scores (the same records in every mode; code is always the raw
+method of ``functions.json``, which attacks can parse); ``options["tmp_dir"]``
 chooses where the temporary SQLite file goes (default: the system temporary directory; it needs
 about the size of ``comments.json``).
 """
@@ -45,6 +49,7 @@ NAME = "funcom"
 FUNCTIONS = "funcom_processed/functions.json"
 COMMENTS = "funcom_processed/comments.json"
 _S3 = "https://s3.us-east-2.amazonaws.com/leclair.tech/data/funcom/"
+QUERY_MODES = ("summary", "comment", "tokenized")
 _BATCH = 5000
 _SQLITE_CACHE_KIB = 8192  # SQLite page cache, bounded
 
@@ -68,15 +73,27 @@ def _batched(items: Iterator[tuple], size: int = _BATCH) -> Iterator[list[tuple]
         yield batch
 
 
-def _split_rows(raw_dir: Path, report: SkipReport) -> Iterator[tuple[str, str]]:
+def _split_rows(raw_dir: Path, report: SkipReport, keep_tokens: bool) -> Iterator[tuple[str, str, str | None]]:
+    """(fid, split, tokenised comment or None) of each split file line."""
     for split in SPLITS:
         path = require_file(raw_dir, split_file(split), NAME, _S3 + "funcom_tokenized.tar.gz")
         for line, text in iter_lines(path, report):
-            fid, tab, _ = text.partition("\t")
+            fid, tab, tokens = text.partition("\t")
             if not tab or not fid.strip():
                 report.skip("missing field 'fid' (no tab)", path, line)
                 continue
-            yield fid.strip(), split
+            yield fid.strip(), split, tokenized_comment(tokens) if keep_tokens else None
+
+
+def tokenized_comment(tokens: str) -> str:
+    """A ``comments.{split}`` line's tokens without the sentence markers: ``<s> returns the sum . </s>``
+    -> ``returns the sum .`` (single spaces; a line without markers stays as it is)."""
+    words = tokens.split()
+    if words and words[0] == "<s>":
+        words = words[1:]
+    if words and words[-1] == "</s>":
+        words = words[:-1]
+    return " ".join(words)
 
 
 def _comment_rows(path: Path, report: SkipReport) -> Iterator[tuple[str, str]]:
@@ -87,7 +104,9 @@ def _comment_rows(path: Path, report: SkipReport) -> Iterator[tuple[str, str]]:
         yield fid.strip(), comment
 
 
-def _query(comment: str, mode: str) -> str:
+def _query(comment: str, tokens: str | None, mode: str) -> str:
+    if mode == "tokenized":
+        return tokens or ""
     return " ".join(comment.split()) if mode == "comment" else javadoc_summary(comment)
 
 
@@ -108,8 +127,8 @@ def read_funcom(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> I
     raw_dir = Path(raw_dir)
     wanted = set(selected_splits(options, SPLITS, NAME))
     mode = options.get("query", "summary")
-    if mode not in ("summary", "comment"):
-        raise ReaderError(f"dataset {NAME!r}: options.query must be 'summary' or 'comment', not {mode!r}")
+    if mode not in QUERY_MODES:
+        raise ReaderError(f"dataset {NAME!r}: options.query must be one of {', '.join(QUERY_MODES)}, not {mode!r}")
     functions = require_file(raw_dir, FUNCTIONS, NAME, _S3 + "funcom_filtered.tar.gz")
     comments = require_file(raw_dir, COMMENTS, NAME, _S3 + "funcom_filtered.tar.gz")
     for split in SPLITS:
@@ -122,11 +141,15 @@ def read_funcom(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> I
             db.execute("PRAGMA synchronous = OFF")
             db.execute(f"PRAGMA cache_size = -{_SQLITE_CACHE_KIB}")
             db.execute("PRAGMA temp_store = FILE")
-            # One row per fid: its split (from the split files), its comment, and how often a function
-            # with this fid has been seen (to catch duplicate keys without a set in memory).
-            db.execute("CREATE TABLE item (fid TEXT PRIMARY KEY, split TEXT, comment TEXT, used INTEGER DEFAULT 0)")
-            for batch in _batched(_split_rows(raw_dir, report)):
-                db.executemany("INSERT OR IGNORE INTO item (fid, split) VALUES (?, ?)", batch)
+            # One row per fid: its split (from the split files) and tokenised comment (kept only for query
+            # "tokenized"), its comment, and how often a function with this fid has been seen (to catch
+            # duplicate keys without a set in memory).
+            db.execute(
+                "CREATE TABLE item "
+                "(fid TEXT PRIMARY KEY, split TEXT, tokens TEXT, comment TEXT, used INTEGER DEFAULT 0)"
+            )
+            for batch in _batched(_split_rows(raw_dir, report, keep_tokens=mode == "tokenized")):
+                db.executemany("INSERT OR IGNORE INTO item (fid, split, tokens) VALUES (?, ?, ?)", batch)
             for batch in _batched(_comment_rows(comments, report)):
                 db.executemany(
                     "INSERT INTO item (fid, comment) VALUES (?, ?) "
@@ -135,11 +158,11 @@ def read_funcom(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> I
                 )
             db.commit()
             cursor = db.cursor()
-            lookup = "UPDATE item SET used = used + 1 WHERE fid = ? RETURNING split, used, comment"
+            lookup = "UPDATE item SET used = used + 1 WHERE fid = ? RETURNING split, used, comment, tokens"
             for fid, code in _kvitems(functions):
                 fid = fid.strip()
                 row = cursor.execute(lookup, (fid,)).fetchone()
-                split, used, comment = row if row is not None else (None, 0, None)
+                split, used, comment, tokens = row if row is not None else (None, 0, None, None)
                 if split is None:
                     report.skip("not in any split file", functions, None, f"id {fid}")
                     continue
@@ -154,9 +177,10 @@ def read_funcom(raw_dir: Path, options: dict[str, Any], report: SkipReport) -> I
                 if comment is None:
                     report.skip("no comment for function", functions, None, f"id {fid}")
                     continue
-                query = _query(comment, mode)
+                query = _query(comment, tokens, mode)
                 if not query:
-                    report.skip("empty query", comments, None, f"id {fid}")
+                    source = raw_dir / split_file(split) if mode == "tokenized" else comments
+                    report.skip("empty query", source, None, f"id {fid}")
                     continue
                 yield make_record(
                     id=f"{NAME}:{fid}",
@@ -219,9 +243,10 @@ SPEC = DatasetSpec(
             "query",
             "choice",
             "`summary`: the Javadoc's first paragraph without markers and block tags; `comment`: the whole "
-            "comment on one line",
+            "comment on one line; `tokenized`: the release's tokenised comment (`comments.<split>`, without "
+            "`<s>` / `</s>`), the Funcom papers' summarization reference",
             default="summary",
-            choices=("summary", "comment"),
+            choices=QUERY_MODES,
         ),
         DatasetOption(
             "tmp_dir",
