@@ -70,6 +70,7 @@ def _dvc_project(tmp_path: Path, datasets: list[str]) -> Path:
     project = _copy_project(tmp_path / "project")
     params = merge(yaml.safe_load((project / "params.yaml").read_text()), yaml.safe_load((project / TINY).read_text()))
     params["grid"]["datasets"] = params["robustness"]["datasets"] = datasets
+    params["grid"]["summarization"]["datasets"] = datasets  # the summarization stages take them too
     for name in datasets:
         params["datasets"][name] = {"kind": "local-source", "language": "python", "source": "stdlib", "max_files": 5}
     init_git_dvc(project, params, "hostile")

@@ -47,6 +47,7 @@ STUDY_A = {
         "attacks": ["none", "no_comment"],
         "models": ["bm25"],
         "trained": {"models": []},
+        "summarization": {"models": []},
     },
     "datasets": {
         "stdlib-json": {

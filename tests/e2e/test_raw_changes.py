@@ -235,7 +235,13 @@ def test_the_snakefile_parameter_is_empty_for_a_local_corpus(tmp_path):
 def _study(project: Path) -> None:
     study = {
         "study": "gecs-raw",
-        "grid": {"datasets": ["gecs-csn-ruby"], "attacks": ["none"], "models": ["bm25"], "trained": {"models": []}},
+        "grid": {
+            "datasets": ["gecs-csn-ruby"],
+            "attacks": ["none"],
+            "models": ["bm25"],
+            "trained": {"models": []},
+            "summarization": {"models": []},
+        },
         "datasets": {"gecs-csn-ruby": {}},
         "robustness": {"datasets": [], "attacks": []},
         "evaluation": {"protocols": ["full-corpus"], "run_depth": 10},
