@@ -25,6 +25,7 @@ def _config(tmp_path: Path, change) -> Path:
     raw["grid"]["datasets"] = ["python-stdlib"]
     raw["grid"]["attacks"] = ["none", "no_comment", "ordered_id"]
     raw["grid"]["models"] = ["bm25"]
+    raw["grid"]["summarization"]["models"] = []  # search runs only (summarizers: test_summarization_config)
     raw["robustness"]["datasets"] = ["python-stdlib"]
     change(raw)
     path = tmp_path / "params.yaml"
