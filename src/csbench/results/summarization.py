@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csbench.results.collect import BASELINE_ATTACK, SUMMARIZATION, relative_drop
+from csbench.results.collect import SUMMARIZATION
 from csbench.results.figures import FigureSpec, by_severity, model_label
 from csbench.results.plots import plot_severity
 from csbench.results.tables import (
@@ -33,7 +33,6 @@ from csbench.results.tables import (
     INFERENCE_NOTE,
     SIZE_KEYS,
     WEIGHTED_KEYS,
-    Cell,
     Column,
     Table,
     _finish,
@@ -41,6 +40,7 @@ from csbench.results.tables import (
     _row_ranks,
     _seeds_note,
     dataset_labels,
+    relative_grid,
     seed_means,
     weighted_average,
 )
@@ -139,23 +139,8 @@ def summarization_relative(avg: pd.DataFrame) -> Table | None:
     if scores.empty:
         return None
     own = summarization_rows(avg)
-    base_keys = ["study", "dataset", "model", "loss", "inference", "protocol", "metric"]
-    baseline = {
-        tuple(r[k] for k in base_keys): r["mean"]
-        for r in scores[scores["attack"] == BASELINE_ATTACK].to_dict("records")
-    }
-    attacked = scores[scores["attack"] != BASELINE_ATTACK]
     labels = dataset_labels(own)
-
-    def cell(record: Mapping) -> Cell:
-        return Cell(relative_drop(record["mean"], baseline.get(tuple(record[k] for k in base_keys), math.nan)))
-
-    grid = _grid(
-        attacked.to_dict("records"),
-        ATTACK_ROW_KEYS,
-        lambda r: (labels[r["dataset"]], METRIC_LABELS[r["metric"]] + " [%]"),
-        cell,
-    )
+    attacked, grid = relative_grid(scores, labels, METRIC_LABELS)
     caption = (
         "Code summarization, relative to `no_comment`, in percent (as the thesis's Tables 5.5-5.15): "
         "(no_comment - attack) / no_comment × 100 for each metric, against the `no_comment` run of the same "

@@ -364,17 +364,18 @@ def attacks_absolute(avg: pd.DataFrame) -> Table | None:
     )
 
 
-def attacks_relative(avg: pd.DataFrame) -> Table | None:
-    """Thesis Tables 5.5-5.15: each attack's scores relative to the ``no_comment`` run of the same
-    dataset, model, loss, inference type and protocol, in percent (see ``collect.relative_drop``)."""
-    scores = _thesis_scores(avg)
+def relative_grid(
+    scores: pd.DataFrame, labels: Mapping[str, str], metric_labels: Mapping[str, str]
+) -> tuple[pd.DataFrame, dict[tuple[str, ...], dict[Column, Cell]]]:
+    """The attacked rows of ``scores`` (seed means) and their grid of drops against the ``no_comment``
+    run of the same study, dataset, model, loss, inference type, protocol and metric, in percent
+    (``collect.relative_drop``; n/a without one): the relative tables of search and summarization."""
     base_keys = ["study", "dataset", "model", "loss", "inference", "protocol", "metric"]
     baseline = {
         tuple(r[k] for k in base_keys): r["mean"]
         for r in scores[scores["attack"] == BASELINE_ATTACK].to_dict("records")
     }
     attacked = scores[scores["attack"] != BASELINE_ATTACK]
-    labels = dataset_labels(avg)
 
     def cell(record: Mapping) -> Cell:
         return Cell(relative_drop(record["mean"], baseline.get(tuple(record[k] for k in base_keys), math.nan)))
@@ -382,9 +383,18 @@ def attacks_relative(avg: pd.DataFrame) -> Table | None:
     grid = _grid(
         attacked.to_dict("records"),
         ATTACK_ROW_KEYS,
-        lambda r: (labels[r["dataset"]], METRIC_LABELS[r["metric"]] + " [%]"),
+        lambda r: (labels[r["dataset"]], metric_labels[r["metric"]] + " [%]"),
         cell,
     )
+    return attacked, grid
+
+
+def attacks_relative(avg: pd.DataFrame) -> Table | None:
+    """Thesis Tables 5.5-5.15: each attack's scores relative to the ``no_comment`` run of the same
+    dataset, model, loss, inference type and protocol, in percent (see ``collect.relative_drop``)."""
+    scores = _thesis_scores(avg)
+    labels = dataset_labels(avg)
+    attacked, grid = relative_grid(scores, labels, METRIC_LABELS)
     caption = (
         "Relative scores against `no_comment`, in percent, as the thesis defines them (Tables 5.5-5.15): "
         "(no_comment - attack) / no_comment × 100 for each metric, against the `no_comment` run of the same "
