@@ -83,6 +83,28 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     for warning in remote_code_warnings(config):  # a user's choice, but one that runs a model's own code
         log.warning("%s", warning)
+    from csbench.config import keyless_warnings
+
+    for warning in keyless_warnings(config):  # api.missing_key: skip
+        log.warning("%s", warning)
+    return 0
+
+
+def cmd_api_estimate(args: argparse.Namespace) -> int:
+    """What the study's endpoint models would send (requests, tokens, cost), from the attacked splits
+    and the response cache; nothing is sent."""
+    from csbench.api.study import endpoint_lines, study_estimates
+
+    config = _context(args).config
+    lines = endpoint_lines(config)
+    if not lines:
+        print(f"{'+'.join(config.sources)}: no endpoint model (family api or llm) in grid.models")
+        return 0
+    for line in lines[:-1]:
+        print(line)
+    for estimate in study_estimates(config):
+        for line in estimate.describe():
+            print(line)
     return 0
 
 
@@ -115,6 +137,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         )
     for note in notes:
         log.warning("not expressible in dvc.yaml: %s", note)
+    from csbench.config import keyless_warnings
+
+    for warning in keyless_warnings(config):  # the merged file lacks them: merge again with the key set
+        log.warning("%s", warning)
     text = merged_yaml(config)
     if args.output:
         write_text(args.output, text)
@@ -239,6 +265,8 @@ def _config_commands(sub) -> None:
     p = _command(sub, "validate", cmd_validate, "check the config (and source directories) and exit")
     p.add_argument("--check-sources", action="store_true", help="also check local source directories")
     _command(sub, "runs", cmd_runs, "list the run paths the config asks for")
+    text = "what the study's endpoint models (api, llm) would send: requests, tokens, cost; sends nothing"
+    _command(sub, "api-estimate", cmd_api_estimate, text)
     p = _command(sub, "study", cmd_study, "print the config's study name, or the folder of its results")
     p.add_argument("--dir", action="store_true", help="print results/studies/<study> instead of the name")
     p = _command(sub, "merge", cmd_merge, "merge config files (a study over params.yaml) into one, for dvc repro")

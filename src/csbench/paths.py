@@ -113,7 +113,9 @@ def checkpoint_dir(train_path: str) -> Path:
 _CONTEXT = "phases/__init__.py"
 _READS = (_CONTEXT, "phases/inputs.py")
 # What the encoders run: the models, their tokenizers and parsers, the languages' data-flow grammars
-# and string types, and code/comments.py (models/dataflow.py parses snippets with it).
+# and string types, and code/comments.py (models/dataflow.py parses snippets with it). The endpoint
+# models (models/api.py, models/llm.py) also run csbench/api (the client and its cache): "api" in index,
+# evaluate and robust only (no training uses it).
 _MODEL_CODE = ("models", "code/tokens.py", "code/parsing.py", "code/languages", "code/comments.py")
 PHASE_CODE: dict[str, tuple[str, ...]] = {
     # releases: what readers read
@@ -128,12 +130,13 @@ PHASE_CODE: dict[str, tuple[str, ...]] = {
         "evaluate/pair_matching.py",
         "evaluate/protocols.py",
         *_MODEL_CODE,
+        "api",
         *_READS,
         "phases/index.py",
     ),
-    "evaluate": ("evaluate", *_MODEL_CODE, *_READS, "phases/index.py", "phases/evaluate.py"),
+    "evaluate": ("evaluate", *_MODEL_CODE, "api", *_READS, "phases/index.py", "phases/evaluate.py"),
     "perturb": ("perturbations", *_READS, "phases/perturb.py"),
-    "robust": ("evaluate", *_MODEL_CODE, *_READS, "phases/index.py", "phases/robust.py"),
+    "robust": ("evaluate", *_MODEL_CODE, "api", *_READS, "phases/index.py", "phases/robust.py"),
     "robustness": (
         "evaluate/robustness.py",
         "evaluate/robust_report.py",

@@ -6,7 +6,15 @@ import shlex
 import sys
 
 from csbench import launch, paths
-from csbench.config import INFERENCE_TYPES, SUMMARY_LOSS, ConfigError, RunKey, check_sources, load_config
+from csbench.config import (
+    INFERENCE_TYPES,
+    SUMMARY_LOSS,
+    ConfigError,
+    RunKey,
+    check_sources,
+    keyless_warnings,
+    load_config,
+)
 from csbench.models import remote_code_warnings
 
 
@@ -29,6 +37,14 @@ except ConfigError as err:
     sys.exit(f"csbench: invalid config: {err}")
 for _warning in remote_code_warnings(CFG):  # said before any job runs a model's own code (README)
     print(f"csbench: warning: {_warning}", file=sys.stderr)
+for _warning in keyless_warnings(CFG):  # api.missing_key: skip (an endpoint model whose key is not set)
+    print(f"csbench: warning: {_warning}", file=sys.stderr)
+if "--dry-run" in sys.argv or "-n" in sys.argv:  # what the endpoint models would call, before any request
+    from csbench.api.study import endpoint_lines
+
+    _configs = " ".join(f"--config {shlex.quote(f)}" for f in CONFIG_FILES)
+    for _line in endpoint_lines(CFG, f"csbench api-estimate {_configs}"):
+        print(f"csbench: {_line}", file=sys.stderr)
 config.clear()
 config.update(CFG.raw)
 

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from csbench.config.checks import matching_notes
 from csbench.config.files import locate, merge, read_yaml
-from csbench.config.load import check_sources, dvc_limitations, load_config, merged_yaml, validate_config
+from csbench.config.load import (
+    check_sources,
+    dvc_limitations,
+    keyless_warnings,
+    load_config,
+    merged_yaml,
+    validate_config,
+)
 from csbench.config.model import (
     DATASET_TABLE_TOKENIZER,
     INFERENCE_TYPES,
@@ -47,6 +54,7 @@ __all__ = [
     "TrainKey",
     "check_sources",
     "dvc_limitations",
+    "keyless_warnings",
     "load_config",
     "locate",
     "matching_notes",

@@ -16,7 +16,7 @@ from csbench.config.model import NOT_CONFUSED_TRAIN_ATTACK, Config, ConfigError
 from csbench.config.schema import schema, schema_error_message
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 from csbench.evaluate.protocols import PROTOCOLS, MatchRule
-from csbench.models import MODELS, SUMMARIZATION_FAMILY
+from csbench.models import API_FAMILIES, MODELS, SUMMARIZATION_FAMILY
 from csbench.params import ParamProblem, check_params
 from csbench.registry import UnknownNameError
 from csbench.train.losses import LOSSES
@@ -231,7 +231,7 @@ def _check_models(config: Config) -> None:
     defined = {
         name
         for name, opts in config.raw["models"].items()
-        if (opts or {}).get("family") in ("hf", SUMMARIZATION_FAMILY)
+        if (opts or {}).get("family") in ("hf", SUMMARIZATION_FAMILY, *API_FAMILIES)
     }
     valid = MODELS.names() + sorted(defined - set(MODELS.names()))
     for name, opts in config.raw["models"].items():
@@ -239,7 +239,13 @@ def _check_models(config: Config) -> None:
             raise UnknownNameError("model", name, valid, where=f"models.{name}")
         if name in MODELS and "family" in (opts or {}) and opts["family"] != MODELS.get(name).family:
             raise ValueError(f"models.{name}.family: {name!r} is registered as a {MODELS.get(name).family!r} model")
-        if name not in MODELS and not (opts or {}).get("model_id"):
+        if name not in MODELS and (opts or {}).get("family") in API_FAMILIES:
+            if not (opts or {}).get("model"):
+                raise ValueError(
+                    f"models.{name}: an endpoint model defined in the config needs `model` (the model's name on "
+                    "the server) and usually `base_url` (default: OpenAI's)"
+                )
+        elif name not in MODELS and not (opts or {}).get("model_id"):
             raise ValueError(f"models.{name}: a model defined in the config needs a model_id (a hub id or a folder)")
     for where, names in (("grid.models", config.models), ("grid.trained.models", config.trained["models"])):
         for i, name in enumerate(names):
@@ -257,6 +263,18 @@ def _check_models(config: Config) -> None:
                 f"grid.models[{i}]: {name!r} is trained from scratch and has no zero-shot run; "
                 "list it under grid.trained.models"
             )
+    llms = [name for name in config.models if name in valid and config.model_spec(name).family == "llm"]
+    if llms and not config.matching_protocols:
+        raise ValueError(
+            f"evaluation.protocols: chat models ({', '.join(llms)}) answer GeCS's match / no-match prompt per "
+            "pair and are evaluated under matching only: add matching"
+        )
+    if llms and any(run.model in llms for run in config.robustness_runs()):
+        raise ValueError(
+            f"robustness: chat models ({', '.join(llms)}) have no ranking to draw robustness curves from, and "
+            "dvc.yaml evaluates every model of grid.models on the perturbed queries: study them in a config "
+            "whose robustness.datasets are not in the grid (e.g. [])"
+        )
     trained = config.trained
     for i, name in enumerate(trained["models"]):
         if name not in valid:

@@ -41,7 +41,7 @@ def validate_config(raw: dict[str, Any], sources: tuple[str, ...] = ("params.yam
         if "propertyNames" in error.absolute_schema_path:  # a bad name: the line of that key, not its parent's
             keys = (*keys, error.instance)
         raise ConfigError(f"{locate(Config(raw=raw, sources=sources), *keys)}: " + schema_error_message(error))
-    config = Config(raw=raw, sources=sources)
+    config = drop_keyless(Config(raw=raw, sources=sources))
     try:
         check_names(config)
     except ConfigError:
@@ -53,6 +53,39 @@ def validate_config(raw: dict[str, Any], sources: tuple[str, ...] = ("params.yam
     check_sections(config)
     return config
 
+
+
+def drop_keyless(config: Config) -> Config:
+    """Apply ``api.missing_key`` to the endpoint models of ``grid.models`` whose key variable is not
+    set: ``skip`` leaves their runs out (the returned config's ``grid.models`` lacks them and its
+    ``keyless`` names them, for the warnings of ``csbench validate``, the Snakefile and ``csbench
+    merge``, whose merged params.yaml for ``dvc repro`` lacks them too: merge again once the key is
+    set); ``error`` refuses the config at the model's line. The key's value is never read here."""
+    try:
+        missing = [(name, config.api_key_missing(name)) for name in config.models]
+    except (UnknownNameError, ValueError, KeyError):
+        return config  # an unknown model: check_names says so, at its line
+    missing = [(name, variable) for name, variable in missing if variable]
+    if not missing:
+        return config
+    if config.api["missing_key"] != "skip":
+        name, variable = missing[0]
+        where = locate(config, "grid", "models", config.models.index(name))
+        raise ConfigError(
+            f"{where}: {name!r} reads its API key from ${variable}, which is not set: export it (the key is "
+            "never written anywhere), or set api.missing_key: skip to leave its runs out of the study"
+        )
+    raw = {**config.raw, "grid": {**config.raw["grid"], "models": [m for m in config.models if m not in dict(missing)]}}
+    return Config(raw=raw, sources=config.sources, keyless=tuple(missing))
+
+
+def keyless_warnings(config: Config) -> list[str]:
+    """One line per endpoint model left out because its key is not set (``api.missing_key: skip``)."""
+    return [
+        f"grid.models: {name!r} left out: ${variable} (its API key) is not set; export it to run it "
+        "(under dvc repro: `csbench merge` again afterwards)"
+        for name, variable in config.keyless
+    ]
 
 
 def check_sources(config: Config) -> None:

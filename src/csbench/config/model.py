@@ -14,10 +14,12 @@ from csbench.attacks import parse_spec
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
 from csbench.evaluate.protocols import PROTOCOLS, MatchRule
 from csbench.models import (
+    API_FAMILIES,
     MODELS,
     SUMMARIZATION_FAMILY,
     ModelSpec,
     declared_params,
+    endpoint_custom_defaults,
     hf_custom_defaults,
     seq2seq_custom_defaults,
 )
@@ -146,6 +148,9 @@ def _listed(section: str, key: str) -> property:
 class Config:
     raw: dict[str, Any]
     sources: tuple[str, ...]
+    # endpoint models of grid.models left out because their key is not set (api.missing_key: skip):
+    # (model, the variable's name); csbench.config.load.drop_keyless
+    keyless: tuple[tuple[str, str], ...] = ()
 
     @property
     def study(self) -> str:
@@ -217,7 +222,7 @@ class Config:
             return []
         found: dict[str, list[str]] = {}
         for run in self.search_runs():
-            if self.model_spec(run.model).family == "cross" or self.missing_validation(run.dataset) is None:
+            if self.model_spec(run.model).family in ("cross", "llm") or self.missing_validation(run.dataset) is None:
                 continue
             models = found.setdefault(run.dataset, [])
             if run.model not in models:
@@ -228,6 +233,23 @@ class Config:
         """The parameters of each attack of a spec (``ordered_id+translation``, ``k_shift_snippet-64``):
         registered defaults < ``attack_params`` < the spec's variant suffix."""
         return {c.attack.name: c.params for c in parse_spec(spec, self.raw.get("attack_params") or {})}
+
+    @property
+    def api(self) -> dict[str, Any]:
+        """``api`` with its defaults: ``missing_key`` (error / skip) and ``cache_dir`` (the response cache;
+        :func:`csbench.api.cache.default_cache_dir` when absent, None when set to null)."""
+        given = dict(self.raw.get("api") or {})
+        return {"missing_key": given.get("missing_key", "error"), "cache_dir": given.get("cache_dir", "default")}
+
+    def api_key_missing(self, name: str) -> str | None:
+        """The name of the variable that should hold model ``name``'s key when it is not set, else None
+        (a model of another family, or an endpoint that needs no key)."""
+        import os
+
+        if self.model_spec(name).family not in API_FAMILIES:
+            return None
+        variable = self.model_params(name).get("api_key_env")
+        return variable if variable and not os.environ.get(variable) else None
 
     def model_params(self, name: str) -> dict[str, Any]:
         """Registered defaults overlaid with ``models.<name>`` (its ``training`` block excluded)."""
@@ -248,6 +270,18 @@ class Config:
                 trainable=True,
                 defaults_fn=seq2seq_custom_defaults,
                 params_fn=declared_params(SUMMARIZATION_FAMILY),
+            )
+        if given.get("family") in API_FAMILIES:
+            family = given["family"]
+            what = "embedding" if family == "api" else "chat"
+            return ModelSpec(
+                name,
+                f"{what} endpoint {given.get('model')!r} at {given.get('base_url', 'OpenAI')} (defined in the config)",
+                family=family,
+                zero_shot=True,
+                trainable=False,
+                defaults_fn=endpoint_custom_defaults(family),
+                params_fn=declared_params(family),
             )
         if given.get("family") == "hf":
             return ModelSpec(

@@ -66,16 +66,50 @@ class MatchingOutcome:
     pairs: str = "drawn"  # "released": the release's own labelled pairs; "drawn": negatives drawn here
     rule: str = ""  # how a score became a decision (MatchRule.describe, or the cross-encoder's head)
     n_queries: int | None = None  # distinct queries among the pairs (None: n_pairs // 2)
+    # a chat LLM's pairs whose answer was unparseable (True), one per pair; None: a model that always
+    # decides (every other kind), whose metrics are as they were
+    unparseable: np.ndarray | None = None
 
     def metrics(self) -> dict:
         n = int(self.labels.size)
-        return {
-            **matching_metrics(self.labels, self.decisions),
+        metrics = {
+            **matching_metrics(self.labels, self._scored_decisions()),
             "threshold": self.threshold,
             "valid_accuracy": self.valid_accuracy,
             "n_pairs": n,
             "n_positive": int(np.asarray(self.labels).astype(bool).sum()),
             "n_queries": n // 2 if self.n_queries is None else self.n_queries,
+        }
+        if self.unparseable is not None:
+            metrics |= self._unparseable_metrics()
+        return metrics
+
+    def _scored_decisions(self) -> np.ndarray:
+        """The decisions the metrics score. A chat LLM's unparseable answer is a wrong decision in
+        ``accuracy``, ``precision``, ``recall`` and ``f1`` (a positive pair's counts as "no match", a
+        negative pair's as "match"): the model earns nothing for not answering. (The run's decision for
+        it, in ``decisions`` and matching.tsv, stays "no match".)"""
+        if self.unparseable is None:
+            return self.decisions
+        failed = self._failed()
+        return np.where(failed, ~np.asarray(self.labels).astype(bool), np.asarray(self.decisions).astype(bool))
+
+    def _failed(self) -> np.ndarray:
+        failed = np.asarray(self.unparseable, dtype=bool)
+        if failed.shape != np.asarray(self.labels).shape:
+            raise ValueError(f"{failed.size} unparseable flags for {np.asarray(self.labels).size} pairs")
+        return failed
+
+    def _unparseable_metrics(self) -> dict:
+        """``n_unparseable``, ``unparseable_share`` (None with no pair) and ``accuracy_parsed``: the
+        accuracy over the parsed pairs alone (None when none parsed)."""
+        failed = self._failed()
+        parsed = ~failed
+        right = np.asarray(self.labels).astype(bool) == np.asarray(self.decisions).astype(bool)
+        return {
+            "accuracy_parsed": float(right[parsed].mean()) if parsed.any() else None,
+            "n_unparseable": int(failed.sum()),
+            "unparseable_share": float(failed.mean()) if failed.size else None,
         }
 
     def record(self) -> dict:

@@ -123,9 +123,12 @@ def decide_pairs(
     threshold: float | None = None
     valid_accuracy: float | None = None
     notes = [pairs.note] if pairs.note else []
-    if getattr(test, "decides_matches", False):  # a cross-encoder's head decides
-        described = "the cross-encoder's head (match logit above no-match)"
+    unparseable = None
+    if getattr(test, "decides_matches", False):  # a cross-encoder's head or a chat model's answer decides
+        described = getattr(test, "DECISION_RULE", "the cross-encoder's head (match logit above no-match)")
         decisions = np.where(np.isnan(scores), False, scores > 0)
+        if getattr(test, "parses_answers", False):  # a chat model: NaN is an unparseable answer, counted
+            unparseable = np.isnan(np.asarray(scores, dtype=np.float64))
     elif rule.uses_cosine:
         described = rule.describe()
         if _is_dense(test):  # GeCS thresholds the cosine of the two vectors, as torch computes it
@@ -182,6 +185,7 @@ def decide_pairs(
         pairs.source,
         described,
         pairs.n_queries,
+        unparseable,
     )
 
 

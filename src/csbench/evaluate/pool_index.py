@@ -74,6 +74,8 @@ RETRIEVER_TYPES: dict[str, tuple[str, str]] = {
     "bm25": ("csbench.models.bm25", "BM25Retriever"),
     "dense": ("csbench.models.encoder", "DenseRetriever"),
     "cross": ("csbench.models.cross", "CrossRetriever"),
+    "api": ("csbench.models.api", "ApiRetriever"),
+    "llm": ("csbench.models.llm", "LlmMatcher"),
 }
 _FILE_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"}  # a file of the folder itself
 INDEX_SCHEMA: dict[str, Any] = {

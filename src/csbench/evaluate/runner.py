@@ -365,15 +365,23 @@ CROSS_NOTE = (
 )
 
 
+MATCHING_ONLY_NOTE = (
+    "a chat model answers the match / no-match prompt of each pair: it is evaluated under matching only "
+    "(ranking would ask one prompt per query x candidate; GeCS did not rank with GPT-3.5 for that cost)"
+)
+
+
 def _search_pairs(job: _Search) -> Searched:
     """Pair scorers (cross-encoders): each query's own candidates (gecs-100) and the matching pairs;
     protocols that rank against a whole pool are left unevaluated, with a note."""
     index, plans, pairs, ids, queries = job.index, job.plans, job.pairs, job.ids, job.queries
     run_depth, run_name = job.run_depth, job.run_name
     outcomes: dict[str, ProtocolOutcome] = {}
+    matching_only = getattr(index.retrievers["test"], "matching_only", False)
     for name, (kind, plan) in plans.items():
-        if plan.per_query is None:
-            outcomes[name] = ProtocolOutcome(name, "; ".join(n for n in (plan.note, CROSS_NOTE) if n))
+        if plan.per_query is None or matching_only:
+            note = MATCHING_ONLY_NOTE if matching_only else CROSS_NOTE
+            outcomes[name] = ProtocolOutcome(name, "; ".join(n for n in (plan.note, note) if n))
             continue
         outcome = ProtocolOutcome(name, plan.note)
         rows = plan.per_query
@@ -489,6 +497,8 @@ def _query_latencies(index: PoolIndex, kinds: list[str], queries: list[str]) -> 
     kind = kinds[0] if kinds else None
     if kind is None or not queries or not hasattr(index.retrievers[kind], "scores"):
         return []
+    if not getattr(index.retrievers[kind], "times_queries", True):
+        return []  # an endpoint: one request per query would time the network, and cost requests
     retriever = index.retrievers[kind]
     step = max(1, len(queries) // LATENCY_SAMPLE)
     latencies = []

@@ -18,6 +18,11 @@ Families:
   family (``models: {my-model: {family: hf, model_id: org/name}}``). ``trust_remote_code: true``
   lets transformers run the Python code the model's repository ships: :func:`remote_code_warnings`
   names every such model of a study (``csbench validate`` and the Snakefile print them).
+- ``api``: embedding endpoints of the OpenAI HTTP API (``ada-2``; :mod:`csbench.api`,
+  :mod:`csbench.models.api`), zero-shot bi-encoders: every protocol ranks with them as with a local
+  one. A config may add any endpoint (``models: {my-emb: {family: api, model: <name>, base_url: <url>}}``).
+- ``llm``: chat endpoints (``gpt-3.5-turbo``; :mod:`csbench.models.llm`) answering GeCS's match /
+  no-match prompt per pair: evaluated under ``matching`` only (``family: llm`` in a config, as above).
 
 The registry imports no torch: the parameters of the neural families are read on first use, so
 ``snakemake -n`` and ``csbench validate`` stay fast.
@@ -45,7 +50,8 @@ class Retriever(Protocol):
     def scores(self, query: str) -> np.ndarray: ...
 
 
-FAMILIES = ("lexical", "csn", "hf", "cross", "seq2seq")
+FAMILIES = ("lexical", "csn", "hf", "cross", "seq2seq", "api", "llm")
+API_FAMILIES = ("api", "llm")  # models behind an OpenAI-compatible endpoint (csbench.api)
 SUMMARIZATION_FAMILY = "seq2seq"  # the family whose models summarize code instead of retrieving it
 
 
@@ -116,6 +122,19 @@ def _seq2seq_defaults(name: str) -> Callable[[], dict[str, Any]]:
     return defaults
 
 
+def _endpoint_defaults(family: str) -> Callable[[str], Callable[[], dict[str, Any]]]:
+    def of(name: str) -> Callable[[], dict[str, Any]]:
+        def defaults() -> dict[str, Any]:
+            from csbench.api import defaults as api
+
+            base, own = (api.API_DEFAULTS, api.API_MODELS) if family == "api" else (api.LLM_DEFAULTS, api.LLM_MODELS)
+            return {"family": family, **base, **own.get(name, {})}
+
+        return defaults
+
+    return of
+
+
 def declared_params(family: str) -> Callable[[], dict[str, dict[str, Any]]]:
     """The declared parameter keywords of a neural family (``csbench.models.defaults``), read on use."""
 
@@ -126,6 +145,10 @@ def declared_params(family: str) -> Callable[[], dict[str, dict[str, Any]]]:
             from csbench.summarization.models.defaults import SEQ2SEQ_PARAMS
 
             return SEQ2SEQ_PARAMS
+        if family in API_FAMILIES:
+            from csbench.api import defaults as api
+
+            return api.API_PARAMS if family == "api" else api.LLM_PARAMS
         return {"csn": defaults.CSN_PARAMS, "hf": defaults.HF_PARAMS, "cross": defaults.CROSS_PARAMS}[family]
 
     return params
@@ -136,6 +159,12 @@ def seq2seq_custom_defaults() -> dict[str, Any]:
     from csbench.summarization.models.defaults import SEQ2SEQ_DEFAULTS
 
     return {"family": SUMMARIZATION_FAMILY, **SEQ2SEQ_DEFAULTS, "architecture": "hf-seq2seq", "model_id": None}
+
+
+def endpoint_custom_defaults(family: str) -> Callable[[], dict[str, Any]]:
+    """The parameters of a config-defined endpoint model (``family: api`` or ``llm``) before its own
+    (``model`` required; ``base_url`` defaults to OpenAI's)."""
+    return _endpoint_defaults(family)("")
 
 
 def hf_custom_defaults() -> dict[str, Any]:
@@ -175,6 +204,8 @@ _FAMILIES: dict[str, tuple[str, bool, bool, Callable[[str], Callable[[], dict[st
         lambda name: _cross_defaults(name.removesuffix("-cross")),
     ),
     SUMMARIZATION_FAMILY: ("code summarizer (seq2seq): {}", False, True, _seq2seq_defaults),
+    "api": ("embedding endpoint (OpenAI-compatible HTTP API): {}", True, False, _endpoint_defaults("api")),
+    "llm": ("chat endpoint answering GeCS's matching prompt: {}", True, False, _endpoint_defaults("llm")),
 }
 NEURAL_MODELS: tuple[tuple[str, str, str], ...] = (  # (name, family, what it is)
     ("nbow", "csn", "neural bag of words"),
@@ -196,6 +227,8 @@ NEURAL_MODELS: tuple[tuple[str, str, str], ...] = (  # (name, family, what it is
     ("codebert-sum", "seq2seq", "CodeXGLUE code-to-text: microsoft/codebert-base encoder + 6-layer decoder"),
     ("codet5-sum", "seq2seq", "Salesforce/codet5-base, fine-tuned"),
     ("codet5-multi-sum", "seq2seq", "Salesforce/codet5-base-multi-sum (released fine-tuned on CodeSearchNet)"),
+    ("ada-2", "api", "OpenAI text-embedding-ada-002 (GeCS's ranking baseline), cosine"),
+    ("gpt-3.5-turbo", "llm", "OpenAI gpt-3.5-turbo, at most 10 output tokens (GeCS's matching baseline)"),
 )
 ZERO_SHOT_SUMMARIZERS = ("codet5-multi-sum",)  # released already fine-tuned for summarization
 

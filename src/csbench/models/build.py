@@ -48,12 +48,23 @@ def new_encoder(spec: ModelSpec, params: dict[str, Any], train: pd.DataFrame, se
     raise ValueError(f"model {spec.name!r} ({spec.family}) is not trainable")
 
 
-def model_loader(spec: ModelSpec, params: dict[str, Any], checkpoint: Path | None = None) -> Callable[[], Any] | None:
+def model_loader(
+    spec: ModelSpec, params: dict[str, Any], checkpoint: Path | None = None, cache_dir: str | Path | None = "default"
+) -> Callable[[], Any] | None:
     """What (re)builds a run's model when it is first needed: the trained ``checkpoint`` (``best/``),
-    or the pretrained encoder for a zero-shot run; None for a lexical model (nothing to load). A run's
-    saved index is read back with this loader, made from the config, never from the index."""
+    or the pretrained encoder for a zero-shot run, or an endpoint's client (``cache_dir``: its response
+    cache, the config's ``api.cache_dir``); None for a lexical model (nothing to load). A run's saved
+    index is read back with this loader, made from the config, never from the index."""
     if spec.family == "lexical":
         return None
+    if spec.family == "api":
+        from csbench.models.api import api_loader
+
+        return api_loader(_own(params), cache_dir)
+    if spec.family == "llm":
+        from csbench.models.api import ClientFactory
+
+        return ClientFactory(_own(params), cache_dir)
     if spec.family == "cross":
         from csbench.models.cross import CrossEncoder
 
@@ -70,13 +81,38 @@ def model_loader(spec: ModelSpec, params: dict[str, Any], checkpoint: Path | Non
 
 
 def retriever_factory(
-    spec: ModelSpec, params: dict[str, Any], checkpoint: Path | None = None, batch_size: int = 128
+    spec: ModelSpec,
+    params: dict[str, Any],
+    checkpoint: Path | None = None,
+    batch_size: int = 128,
+    cache_dir: str | Path | None = "default",
+    dataset: str | None = None,
 ) -> Callable[[], Retriever]:
     """A factory of fresh retrievers for the run: BM25 from its parameters; a dense retriever over the
-    trained ``checkpoint`` (``best/``), or over the pretrained encoder for a zero-shot run."""
+    trained ``checkpoint`` (``best/``), or over the pretrained encoder for a zero-shot run; an
+    endpoint's retriever (``api``) or matcher (``llm``: its prompt is ``dataset``'s), whose answers are
+    cached in ``cache_dir``."""
     if spec.family == "lexical":
         return functools.partial(spec.factory, _own(params))
-    loader = model_loader(spec, params, checkpoint)
+    loader = model_loader(spec, params, checkpoint, cache_dir)
+    if spec.family == "api":
+        from csbench.models.api import ApiRetriever
+
+        embedder = loader()  # one client (and one usage count) for the pools of a run
+        return functools.partial(ApiRetriever, embedder, int(params.get("batch_size", 256)), False, loader)
+    if spec.family == "llm":
+        from csbench.models.llm import LlmMatcher
+
+        own = _own(params)
+        return functools.partial(
+            LlmMatcher,
+            loader,
+            prompt=own.get("prompt"),
+            max_tokens=own.get("max_tokens"),
+            temperature=own.get("temperature"),
+            dataset=dataset,
+            input_limit=loader.input_limit,
+        )
     if spec.family == "cross":
         from csbench.models.cross import CrossRetriever
 

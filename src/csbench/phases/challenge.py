@@ -76,7 +76,7 @@ def challenge_predict(ctx: Context, job: Submission) -> Path:
 
     config = ctx.config
     spec = config.model_spec(job.model)
-    if not spec.zero_shot or spec.family == "cross":
+    if not spec.zero_shot or spec.family in ("cross", "llm"):
         raise ValueError(
             f"model {job.model!r} ({spec.family}) needs a training: challenge-predict ranks with zero-shot "
             "bi-encoders and lexical models"
@@ -93,7 +93,7 @@ def challenge_predict(ctx: Context, job: Submission) -> Path:
     if queries_sha != pinned:
         log.warning("%s: not the released queries.csv (SHA-256 %s, released %s)", job.queries, queries_sha, pinned)
     corpora, described = _corpora(ctx, languages, sources, pins)
-    factory = retriever_factory(spec, config.model_params(job.model))
+    factory = retriever_factory(spec, config.model_params(job.model), cache_dir=config.api["cache_dir"])
     started = time.perf_counter()
     frame = sub.predict(queries, corpora, factory(), k=job.top_k)
     sub.write_submission(frame, job.output)

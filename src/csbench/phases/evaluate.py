@@ -50,6 +50,7 @@ def evaluate(ctx: Context, run: RunKey) -> Path:
         matching_setup=setup,
     )
     written, scores, protocol_info = _write_outcomes(out, run, outcomes)
+    written += _write_answers(out, index, pool["id"].tolist(), protocol_info)
     language = ",".join(sorted(pool["language"].unique()))
     timings["total_s"] = round(time.perf_counter() - started, 3)
     files = paths.split_files(attacked.folder)
@@ -57,7 +58,10 @@ def evaluate(ctx: Context, run: RunKey) -> Path:
     read = [files["test"], files[paths.POOL_SPLIT], index_file, index_sums]
     read += [files["valid"]] if valid is not None else []
     read += [Path(name) for name in matching_inputs]  # released pairs, a borrowed threshold's split
-    _write_records(out, ctx, run, timings, read)
+    usage = api_usage(index)
+    _write_records(out, ctx, run, timings, read, usage)
+    if usage:
+        log.info("%s: API usage %s", run.path, json.dumps(usage, sort_keys=True))
     write_json(
         out / "metrics.json",
         {
@@ -108,9 +112,50 @@ def _write_outcomes(out: Path, run: RunKey, outcomes: dict) -> tuple[list[str], 
     return written, scores, protocol_info
 
 
-def _write_records(out: Path, ctx: Context, run: RunKey, timings: dict, inputs: list[Path]) -> None:
+def api_usage(index) -> dict | None:
+    """What an endpoint model's pools cost when they were indexed and what this phase sent (per pool
+    kind: requests, cache hits, tokens, truncated inputs), or None for a local model."""
+    found = {}
+    for kind, retriever in index.retrievers.items():
+        if hasattr(retriever, "api_usage"):  # an embedding endpoint (csbench.models.api)
+            found[kind] = retriever.api_usage()
+        elif getattr(retriever, "parses_answers", False):  # a chat model (csbench.models.llm)
+            record = retriever.record()
+            found[kind] = {"queries": {**(record["usage"] or {}), "truncated": record["n_truncated"]}}
+    return found or None
+
+
+LLM_ANSWERS = "llm_answers.jsonl"
+
+
+def _write_answers(out: Path, index, ids: list[str], protocol_info: dict) -> list[str]:
+    """A chat model's raw answer to every pair it was asked (``llm_answers.jsonl``: query id, code id,
+    the answer as the model wrote it, and its parse: true / false / null when unparseable), and what
+    its matching protocols state of it (the prompt's name and text, the generation parameters, the
+    unparseable count); [] for any other model."""
+    from csbench.io import atomic_open
+
+    matcher = index.retrievers["test"]
+    if not getattr(matcher, "parses_answers", False):
+        return []
+    record = matcher.record()
+    for info in protocol_info.values():
+        if "rule" in info:  # a matching protocol's record
+            info["llm"] = {k: v for k, v in record.items() if k != "usage"}
+    test_ids = index.pool_ids["test"]
+    with atomic_open(out / LLM_ANSWERS, "wb") as handle:
+        for row in matcher.answer_rows():
+            line = {"query_id": ids[row["query"]], "code_id": test_ids[row["code"]], **row}
+            handle.write((json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+    return [LLM_ANSWERS]
+
+
+def _write_records(
+    out: Path, ctx: Context, run: RunKey, timings: dict, inputs: list[Path], usage: dict | None = None
+) -> None:
     """``provenance.json``: the parameters, the files read (and a trained run's ``train.json``),
-    the timings and COBE's efficiency figures (with the training's, for a trained run)."""
+    the timings and COBE's efficiency figures (with the training's, for a trained run; an endpoint
+    model's requests and tokens: ``api_usage``)."""
     from csbench.provenance import provenance
 
     params = {"model": ctx.config.model_params(run.model), "evaluation": ctx.config.section("evaluation")}
@@ -127,6 +172,8 @@ def _write_records(out: Path, ctx: Context, run: RunKey, timings: dict, inputs: 
             "best_valid_mrr": record.get("best_mrr"),
             "train_stop_reason": record.get("stop_reason"),
         }
+    if usage:
+        efficiency["api_usage"] = usage
     write_json(
         out / "provenance.json",
         provenance(
@@ -154,7 +201,7 @@ def matching_setup(ctx: Context, run: RunKey, index):
         released = source.frame(RELEASED_PAIRS_FILE)
         inputs |= source.inputs([RELEASED_PAIRS_FILE])
     borrowed = None
-    if rule.kind == "borrowed" and config.model_spec(run.model).family != "cross":
+    if rule.kind == "borrowed" and config.model_spec(run.model).family not in ("cross", "llm"):
         other = attacked_input(ctx, str(rule.dataset), run.attack)
         borrowed = _borrowed_threshold_split(ctx, run, other, str(rule.dataset))
         inputs |= other.inputs(["valid.parquet"])
@@ -174,7 +221,8 @@ def _borrowed_threshold_split(ctx: Context, run: RunKey, other: Verified, datase
     if not has_valid(frame):
         raise ValueError(f"evaluation.match_threshold: {dataset}'s validation split has {len(frame)} records")
     best = index_phase.checkpoint(run, ctx)
-    retriever = retriever_factory(config.model_spec(run.model), config.model_params(run.model), best)()
+    spec, params = config.model_spec(run.model), config.model_params(run.model)
+    retriever = retriever_factory(spec, params, best, cache_dir=config.api["cache_dir"])()
     retriever.index(frame)
     return frame, retriever
 

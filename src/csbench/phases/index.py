@@ -30,7 +30,8 @@ def index(ctx: Context, run: RunKey) -> Path:
     params = config.model_params(run.model)
     attacked = attacked_input(ctx, run.dataset, run.attack)
     pool, codebase, valid = read_pools(attacked, config.protocols)
-    factory = retriever_factory(config.model_spec(run.model), params, checkpoint(run, ctx))
+    spec, best, cache_dir = config.model_spec(run.model), checkpoint(run, ctx), config.api["cache_dir"]
+    factory = retriever_factory(spec, params, best, cache_dir=cache_dir, dataset=run.dataset)
     built = build_index(factory, pool, config.protocols, codebase, valid)
     built.save(paths.index_dir(run.path), index_model(run, ctx, attacked))
     log.info("%s: encoded %s in %.1f s", run.path, ", ".join(built.retrievers), built.index_s)
@@ -94,6 +95,6 @@ def load_index(run: RunKey, ctx: Context, attacked: Verified):
         raise FileNotFoundError(f"{file} is missing: run `csbench index` for {run.path} first")
     best = checkpoint(run, ctx)
     model = index_model(run, ctx, attacked)
-    loader = model_loader(config.model_spec(run.model), config.model_params(run.model), best)
+    loader = model_loader(config.model_spec(run.model), config.model_params(run.model), best, config.api["cache_dir"])
     saved = load_pool_index(paths.index_dir(run.path), model, loader, index_remake(run))
     return saved, file

@@ -17,6 +17,9 @@ from csbench.io import atomic_path
 SUMMARIZATION = "summarization"  # the protocol (and run.task) of code summarization runs (issue #25)
 # summary.csv's metric columns, those the study has: search, then summarization (BLEU, 0-100)
 SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_rank", "accuracy")
+# a chat model's matching (issue #26): accuracy over its parsed answers (GeCS re-asked the rest by hand),
+# and the answers it could not parse (scored as wrong in accuracy)
+SUMMARY_METRICS += ("accuracy_parsed", "n_unparseable")
 SUMMARY_METRICS += ("bleu1", "bleu2", "bleu3", "bleu4", "bleu_composite", "smoothed_bleu4")
 BASELINE_ATTACK = "no_comment"  # every other attack is compared with it (thesis section 3.3.1)
 DROP_COLUMN = "mrr_drop_vs_no_comment_%"  # relative_drop of MRR against no_comment: positive = loss
@@ -55,7 +58,23 @@ def protocol_notes(run_dirs: list[Path]) -> dict[str, str]:
         for protocol, info in metrics.get("protocols", {}).items():
             if info.get("note"):
                 notes[f"{metrics['run']['dataset']}/{metrics['run']['attack']} {protocol}"] = info["note"]
+            if info.get("llm"):  # a chat model's matching: its prompt, shown with the results
+                run = metrics["run"]
+                notes[f"{run['dataset']}/{run['attack']} {protocol} ({run['model']})"] = llm_note(info["llm"])
     return notes
+
+
+def llm_note(record: dict) -> str:
+    """What a chat model was asked and how it answered: the prompt's name and text (``{language}`` and
+    ``{input}``, GeCS's ``query [CODESPLIT] code``, filled per pair), the generation parameters and the
+    unparseable answers (decided as no match)."""
+    template = " ".join(str(record.get("prompt_template", "")).split())
+    return (
+        f"chat model asked prompt `{record.get('prompt')}` (max_tokens {record.get('max_tokens')}, temperature "
+        f"{record.get('temperature') if record.get('temperature') is not None else 'server default'}): "
+        f"\"{template}\"; {record.get('n_unparseable', 0)} of {record.get('n_answers', 0)} answers unparseable "
+        "(decided as no match), every raw answer in the run's llm_answers.jsonl"
+    )
 
 
 def _record_counts(metrics: dict) -> list[dict]:
@@ -67,6 +86,19 @@ def _record_counts(metrics: dict) -> list[dict]:
     if counted or info.get("n_queries") is None:
         return []
     return [{"protocol": SUMMARIZATION, "metric": "n_queries", "value": info["n_queries"]}]
+
+
+API_TOTALS = ("requests", "retries", "cache_hits", "total_tokens", "truncated")
+
+
+def api_totals(usage: dict | None) -> dict[str, int]:
+    """An endpoint model's run (provenance ``efficiency.api_usage``: per pool, what indexing it and
+    answering the queries cost) as ``eff_api_*`` columns summed over pools and phases: requests sent,
+    retries, answers read from the cache, tokens sent, inputs truncated; {} for a local model."""
+    if not usage:
+        return {}
+    parts = [counts for pool in usage.values() for counts in pool.values() if isinstance(counts, dict)]
+    return {f"eff_api_{key}": int(sum(part.get(key, 0) for part in parts)) for key in API_TOTALS}
 
 
 def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -88,7 +120,8 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 "device": prov["device"],
                 "created": prov["created"],
                 "wall_s": prov["timings_s"].get("total_s"),
-                **{f"eff_{k}": v for k, v in (prov.get("efficiency") or {}).items()},
+                **{f"eff_{k}": v for k, v in (prov.get("efficiency") or {}).items() if k != "api_usage"},
+                **api_totals((prov.get("efficiency") or {}).get("api_usage")),
             }
         )
         for score in [*metrics["scores"], *_record_counts(metrics)]:
@@ -451,7 +484,7 @@ def drop_vs_baseline(table: pd.DataFrame, baseline: str = BASELINE_ATTACK, metri
 def _fmt(value: object, metric: str) -> str:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "n/a"
-    if metric == "n_queries":
+    if metric in ("n_queries", "n_unparseable"):
         return str(int(value))
     if metric in ("mean_rank", "median_rank"):
         return f"{float(value):.1f}"

@@ -39,7 +39,15 @@ PAGE_SUFFIX = ".html"  # the page of a table in `snakemake --report`
 CLEAN = "none"  # perturbation of the clean (unperturbed) scores
 UNATTACKED = ("none", BASELINE_ATTACK)  # the code as released (thesis "Base") and without comments
 THESIS_METRICS = ("mrr", "r@1", "r@5", "r@10")
-METRIC_LABELS = {"mrr": "MRR", "r@1": "Top-1", "r@5": "Top-5", "r@10": "Top-10", "accuracy": "Acc"}
+METRIC_LABELS = {
+    "mrr": "MRR",
+    "r@1": "Top-1",
+    "r@5": "Top-5",
+    "r@10": "Top-10",
+    "accuracy": "Acc",
+    "accuracy_parsed": "Acc (parsed answers)",
+    "n_unparseable": "Unparseable answers",
+}
 OVERALL_IR_AUC = {"macro": "Overall (macro)", "micro": "Overall (micro)"}
 # GeCS section 4.2: matching is scored by accuracy, ranking (99 distractors) by MRR
 GECS_PROTOCOLS = {"matching": "accuracy", "gecs-100": "mrr"}
