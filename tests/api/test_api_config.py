@@ -204,3 +204,29 @@ def test_api_estimate_command_sends_nothing_and_names_the_datasets_not_ready(
     assert "endpoint model ada-2: POST https://api.openai.com/v1/embeddings" in out
     assert "gpt-3.5-turbo: nothing to count" in out and "advtest/none, gecs-csn-go/none" in out
     assert "sk-printed-never-42" not in out
+
+
+def test_api_estimate_without_the_tokenizer_counts_characters_and_says_so(
+    tmp_path: Path, raw: dict, monkeypatch
+) -> None:
+    """ada-2's tokenizer is tiktoken's cl100k_base, whose file is downloaded on first use: offline the
+    estimate still runs, by ~chars/4, with a note naming why (the run itself would stop on it)."""
+    from csbench.api.study import study_estimates
+
+    monkeypatch.setenv(KEY, "sk-anything")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "no-tiktoken-files"))
+    monkeypatch.chdir(tmp_path)
+    raw["grid"].update(attacks=["none"], trained={"models": []}, summarization={"models": []})
+    raw["evaluation"]["protocols"] = ["full-corpus"]
+    raw["robustness"]["datasets"] = []
+    raw["api"] = {"cache_dir": None}
+    raw["models"]["my-emb"].update(tokenizer="tiktoken:cl100k_base", max_input_tokens=8191)
+    config = _load(tmp_path, raw)
+    folder = paths.attacked_dir(config.datasets[0], "none")
+    folder.mkdir(parents=True)
+    frame = pd.DataFrame({"id": ["a", "b"], "code": ["x" * 40, "y" * 80], "query": ["q one", "q two"],
+                          "language": ["python"] * 2, "func_name": ["a", "b"]})  # fmt: skip
+    frame.to_parquet(folder / "test.parquet")
+    (estimate,) = study_estimates(config)
+    assert not estimate.estimate.tokens_exact and estimate.estimate.tokens == 10 + 20 + 2 + 2
+    assert any("tokenizer is not available" in note and "TIKTOKEN_CACHE_DIR" in note for note in estimate.notes)

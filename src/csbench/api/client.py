@@ -143,6 +143,9 @@ class ApiUsage:
             return {field.name: getattr(self, field.name) for field in fields(self)}
 
 
+_SKIPPED = object()  # what a job not started after a failure returns (ApiClient._run)
+
+
 class _Retryable(Exception):
     """One failed attempt worth another (the message is already redacted)."""
 
@@ -276,14 +279,30 @@ class ApiClient:
 
     def _run(self, jobs: list[Callable[[], Any]], on_done: Callable[[Any], None]) -> None:
         """Run ``jobs`` ``concurrency`` at a time; ``on_done`` gets each result as it arrives (in the
-        caller's thread). The first failure cancels the jobs not started; those already running are
+        caller's thread). The first failure stops every job not started (a worker checks before it
+        sends: cancelling from the caller's thread alone would race with the workers, and a busy
+        machine let two more batches out after a failure, seen in CI); those already running are
         waited for (what they answered is handed to ``on_done``: it was paid for), then it is raised."""
         if not jobs:
             return
         failed: BaseException | None = None
+        stop = threading.Event()
+
+        def guarded(job: Callable[[], Any]) -> Callable[[], Any]:
+            def run() -> Any:
+                if stop.is_set():
+                    return _SKIPPED
+                try:
+                    return job()
+                except BaseException:
+                    stop.set()
+                    raise
+
+            return run
+
         with ThreadPoolExecutor(max_workers=min(self.settings.concurrency, len(jobs)),
                                 thread_name_prefix="csbench-api") as pool:
-            pending: set[Future] = {pool.submit(job) for job in jobs}
+            pending: set[Future] = {pool.submit(guarded(job)) for job in jobs}
             try:
                 while pending:
                     done, pending = wait(pending, return_when=FIRST_EXCEPTION)
@@ -291,7 +310,8 @@ class ApiClient:
                         if future.cancelled():
                             continue
                         if future.exception() is None:
-                            on_done(future.result())
+                            if future.result() is not _SKIPPED:
+                                on_done(future.result())
                         elif failed is None:
                             failed = future.exception()
                     if failed is not None:

@@ -95,7 +95,7 @@ def _pools(config: Config, dataset: str, attack: str) -> dict[str, pd.DataFrame]
 
 
 def _estimate(config: Config, name: str) -> ModelEstimate:
-    from csbench.api.estimate import estimate_chat, estimate_embed
+    from csbench.api.limits import LimitError
     from csbench.models.api import endpoint_settings, input_limit, response_cache
 
     params = config.model_params(name)
@@ -114,22 +114,29 @@ def _estimate(config: Config, name: str) -> ModelEstimate:
             run = RunKey(dataset, attack, name)
             texts += _chat_prompts(config, run, pools, params) if family == "llm" else _embed_texts(config, run, pools)
     if texts or not result.not_ready:
-        if family == "api":
-            result.estimate = estimate_embed(
-                texts, limit, int(params["batch_size"]), cache, settings, params.get("price_per_mtok")
-            )
-        else:
-            result.estimate = estimate_chat(
-                texts,
-                limit,
-                params.get("max_tokens"),
-                cache,
-                settings,
-                params.get("price_in_per_mtok"),
-                params.get("price_out_per_mtok"),
-                params.get("temperature"),
-            )
+        try:
+            result.estimate = _count(family, texts, limit, cache, settings, params)
+        except LimitError as err:  # e.g. tiktoken's encoding file, offline: estimate without the tokenizer
+            result.notes.append(f"its tokenizer is not available here ({err}): tokens ~chars/4, truncation not counted")
+            result.estimate = _count(family, texts, None, cache, settings, params)
     return result
+
+
+def _count(family: str, texts: list[str], limit: Any, cache: Any, settings: Any, params: dict[str, Any]) -> Any:
+    from csbench.api.estimate import estimate_chat, estimate_embed
+
+    if family == "api":
+        return estimate_embed(texts, limit, int(params["batch_size"]), cache, settings, params.get("price_per_mtok"))
+    return estimate_chat(
+        texts,
+        limit,
+        params.get("max_tokens"),
+        cache,
+        settings,
+        params.get("price_in_per_mtok"),
+        params.get("price_out_per_mtok"),
+        params.get("temperature"),
+    )
 
 
 def _embed_texts(config: Config, run: RunKey, pools: dict[str, pd.DataFrame]) -> list[str]:
