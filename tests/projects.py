@@ -51,6 +51,17 @@ def copy_paths(source: Path, dest: Path, names: Iterable[str], *, skip_missing: 
     return dest
 
 
+def place_raw(project: Path, files: dict[str, Path]) -> Path:
+    """Copies each file of ``files`` (``data/raw``-relative path -> source, e.g. a release file of
+    ../shared/data) to its place under ``project/data/raw``, as a download step would leave it.
+    Returns ``project``."""
+    for relative, source in files.items():
+        target = project / "data/raw" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
+    return project
+
+
 def init_git_dvc(project: Path, params: dict[str, Any], message: str, *, analytics_off: bool = True) -> None:
     """Makes ``project`` a git + DVC project whose params.yaml is ``params`` (DVC has no config
     overlays): writes it, commits everything with ``message``, runs `dvc init` and, with

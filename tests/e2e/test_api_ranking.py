@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 from openai_test_server import OpenAITestServer, load_model
-from projects import init_git_dvc
+from projects import init_git_dvc, place_raw
 from test_drivers import BIN, _copy_project, _env
 
 from csbench.config import merge
@@ -91,10 +90,7 @@ def _place_data(project: Path, shared: Path) -> None:
         "csn-filtered-ruby/dataset/ruby/valid.jsonl": shared / "codesearchnet/ruby/valid.jsonl",
         "statcodesearch/sample_gecs_format.jsonl": shared / "statcodesearch/sample_gecs_format.jsonl",
     }
-    for relative, source in files.items():
-        target = project / "data/raw" / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(source, target)
+    place_raw(project, files)
 
 
 def _env_with_key() -> dict[str, str]:

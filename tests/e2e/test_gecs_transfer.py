@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import PROJECT_ROOT
+from projects import place_raw
 from test_drivers import BIN, _copy_project, _env
 
 from csbench.config import ConfigError, RunKey, TrainKey, dvc_limitations, load_config
@@ -203,10 +204,7 @@ def _place_samples(project: Path, shared: Path) -> None:
         "advtest/dataset/train.jsonl": shared / "advtest/train_sample.jsonl",
         "advtest/dataset/test.jsonl": shared / "advtest/test_sample_normalized.jsonl",
     }
-    for relative, source in files.items():
-        target = project / "data/raw" / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(source, target)
+    place_raw(project, files)
     for relative, source in GECS_SAMPLES.items():
         target = project / "data/raw" / relative
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,10 @@ from csbench.api.cache import ResponseCache, cache_key
 from csbench.api.settings import ApiSettings
 
 logger = logging.getLogger("csbench.api")
+# the HTTP layer under the openai client logs every request at INFO: thousands of lines a run (this
+# client counts requests, retries and cache hits itself, and the runs record them in provenance)
+for _name in ("httpx", "httpx2", "openai"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 NO_KEY_PLACEHOLDER = "no-key"  # sent as the key when api_key_env is None (the openai client wants one)
 _SECRETS: set[str] = set()
@@ -323,6 +327,23 @@ class ApiClient:
         if failed is not None:
             raise failed
 
+    def _from_cache(self, unique: list[str], keys: dict[str, str], read: Callable[[str], tuple[Any, int] | None],
+                    found: dict[str, Any]) -> tuple[list[str], int]:
+        """Put the cached answer of each of ``unique`` into ``found`` (``read``: key -> (answer, tokens) or
+        None) and count hits, misses and the cached answers' tokens; return (the misses in order, hits)."""
+        misses = []
+        hits = cached_tokens = 0
+        for item in unique:
+            entry = read(keys[item]) if self.cache is not None else None
+            if entry is None:
+                misses.append(item)
+            else:
+                found[item], tokens = entry
+                hits += 1
+                cached_tokens += tokens
+        self.usage.add(cache_hits=hits, cache_misses=len(misses), cached_tokens=cached_tokens)
+        return misses, hits
+
     # -- embeddings -------------------------------------------------------------------------------
     def embed(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """float32 ``(len(texts), dim)`` embeddings, rows in input order (``(0, 0)`` for no texts).
@@ -341,17 +362,7 @@ class ApiClient:
         unique = list(dict.fromkeys(texts))
         vectors: dict[str, np.ndarray] = {}
         keys = {text: embedding_key(self.settings, text) for text in unique} if self.cache is not None else {}
-        misses = []
-        hits = cached_tokens = 0
-        for text in unique:
-            entry = self._cached_embedding(keys[text]) if self.cache is not None else None
-            if entry is None:
-                misses.append(text)
-            else:
-                vectors[text], tokens = entry
-                hits += 1
-                cached_tokens += tokens
-        self.usage.add(cache_hits=hits, cache_misses=len(misses), cached_tokens=cached_tokens)
+        misses, hits = self._from_cache(unique, keys, self._cached_embedding, vectors)
 
         batches = [misses[i:i + batch_size] for i in range(0, len(misses), batch_size)]
         bar = self._bar(len(unique), hits, "text")
@@ -414,17 +425,7 @@ class ApiClient:
         answers: dict[str, str] = {}
         keys = ({p: chat_key(self.settings, p, max_tokens, temperature) for p in unique}
                 if self.cache is not None else {})
-        misses = []
-        hits = cached_tokens = 0
-        for prompt in unique:
-            entry = self._cached_chat(keys[prompt]) if self.cache is not None else None
-            if entry is None:
-                misses.append(prompt)
-            else:
-                answers[prompt], tokens = entry
-                hits += 1
-                cached_tokens += tokens
-        self.usage.add(cache_hits=hits, cache_misses=len(misses), cached_tokens=cached_tokens)
+        misses, hits = self._from_cache(unique, keys, self._cached_chat, answers)
         bar = self._bar(len(unique), hits, "prompt")
 
         def answered(result: tuple[str, str, dict[str, int]]) -> None:

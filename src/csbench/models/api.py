@@ -13,7 +13,6 @@ inputs) and recorded in its index and provenance; the key is read from the varia
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,34 +20,15 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from csbench.models.encoder import DenseRetriever, _unit
+from csbench.models.encoder import DenseRetriever
 from csbench.models.integrity import VerifiedDir
-
-# the HTTP layer under the openai client logs every request at INFO: thousands of lines a run (the
-# client counts requests, retries and cache hits itself, in the run's provenance)
-for _name in ("httpx", "httpx2", "openai"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
-
-SETTINGS_KEYS = (
-    "base_url",
-    "model",
-    "api_key_env",
-    "timeout_s",
-    "max_retries",
-    "backoff_s",
-    "backoff_max_s",
-    "concurrency",
-    "revision",
-)
 
 
 def endpoint_settings(params: dict[str, Any]):
     """The :class:`csbench.api.settings.ApiSettings` of an endpoint model's parameters."""
     from csbench.api.settings import ApiSettings
 
-    if not params.get("model"):
-        raise ValueError("an endpoint model needs `model` (the model's name on the server)")
-    return ApiSettings(**{key: params[key] for key in SETTINGS_KEYS if key in params})
+    return ApiSettings.from_params(params)
 
 
 def input_limit(params: dict[str, Any]):
@@ -130,21 +110,15 @@ class ApiRetriever(DenseRetriever):
         self.index_usage: dict[str, Any] = {}
         self._index_end: dict[str, Any] = {}  # the embedder's counts when the pool was indexed here
 
-    def index(self, codes: pd.DataFrame) -> None:
-        import time
+    def encode(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
+        """The endpoint's vectors of ``texts`` (the same request for a query and a code)."""
+        return self.encoder.embed(texts)
 
+    def index(self, codes: pd.DataFrame) -> None:
         before = self.encoder.usage
-        t0 = time.perf_counter()
-        vectors = self.encoder.embed(codes["code"].tolist())
-        self.encode_s += time.perf_counter() - t0
-        self.n_encoded += len(codes)
-        self._codes = _unit(vectors) if self.encoder.similarity == "cosine" else vectors
+        super().index(codes)
         self._index_end = self.encoder.usage
         self.index_usage = usage_delta(before, self._index_end)
-
-    def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
-        vectors = self.encoder.embed(list(queries))
-        return _unit(vectors) if self.encoder.similarity == "cosine" else vectors
 
     def api_usage(self) -> dict[str, Any]:
         """What embedding the pool cost when it was indexed (``index``) and what embedding queries

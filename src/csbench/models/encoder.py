@@ -354,16 +354,15 @@ class DenseRetriever:
             self.similarity = self._encoder.similarity
         return self._encoder
 
+    def encode(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
+        """Raw vectors of ``texts`` (``side``: query or code), before the cosine's normalisation: the one
+        place a subclass changes to get its vectors elsewhere (csbench.models.api: an endpoint)."""
+        progress = self.progress and side == "code"  # a pool's encoding shows a bar, a query set's not
+        return encode_texts(self.encoder, texts, side, languages, self.batch_size, progress)
+
     def index(self, codes: pd.DataFrame) -> None:
         t0 = time.perf_counter()
-        vectors = encode_texts(
-            self.encoder,
-            codes["code"].tolist(),
-            "code",
-            languages=codes["language"].tolist(),
-            batch_size=self.batch_size,
-            progress=self.progress,
-        )
+        vectors = self.encode(codes["code"].tolist(), "code", codes["language"].tolist())
         self.encode_s += time.perf_counter() - t0
         self.n_encoded += len(codes)
         if self.encoder.similarity == "cosine":
@@ -371,7 +370,7 @@ class DenseRetriever:
         self._codes = vectors
 
     def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
-        vectors = encode_texts(self.encoder, list(queries), "query", batch_size=self.batch_size)
+        vectors = self.encode(list(queries), "query")
         return _unit(vectors) if self.encoder.similarity == "cosine" else vectors
 
     def prepare_queries(self, queries: Sequence[str]) -> None:

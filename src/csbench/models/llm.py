@@ -192,6 +192,13 @@ class LlmMatcher:
             "usage": None if getattr(self._client, "usage", None) is None else self._client.usage.as_dict(),
         }
 
+    def api_usage(self) -> dict[str, Any]:
+        """What answering the pairs sent in this process (the client's counts, and the prompts the
+        input limit cut), as :meth:`csbench.models.api.ApiRetriever.api_usage` states an embedding
+        model's; a matcher indexes nothing remotely."""
+        usage = self._client.usage.as_dict() if self._client is not None else {}
+        return {"queries": {**usage, "truncated": self.n_truncated}}
+
     # -- the pool's index -----------------------------------------------------------------------
     def index_state(self, directory: Path, name: str) -> dict[str, Any]:
         """Write the indexed codes (``<name>.codes.json``) and their languages

@@ -115,13 +115,7 @@ def _write_outcomes(out: Path, run: RunKey, outcomes: dict) -> tuple[list[str], 
 def api_usage(index) -> dict | None:
     """What an endpoint model's pools cost when they were indexed and what this phase sent (per pool
     kind: requests, cache hits, tokens, truncated inputs), or None for a local model."""
-    found = {}
-    for kind, retriever in index.retrievers.items():
-        if hasattr(retriever, "api_usage"):  # an embedding endpoint (csbench.models.api)
-            found[kind] = retriever.api_usage()
-        elif getattr(retriever, "parses_answers", False):  # a chat model (csbench.models.llm)
-            record = retriever.record()
-            found[kind] = {"queries": {**(record["usage"] or {}), "truncated": record["n_truncated"]}}
+    found = {kind: r.api_usage() for kind, r in index.retrievers.items() if hasattr(r, "api_usage")}
     return found or None
 
 
