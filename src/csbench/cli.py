@@ -205,20 +205,41 @@ def cmd_challenge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_challenge_beir(args: argparse.Namespace) -> int:
+    """Write the Challenge's queries, annotations (as graded qrels) and a corpus as a BEIR folder."""
+    from csbench.datasets.challenge_beir import write_challenge_beir
+
+    made = write_challenge_beir(args.queries, args.annotations, args.corpus, args.language, args.out, args.max_docs)
+    print(
+        f"csbench challenge-beir: {made['folder']}: {made['queries']} queries, {made['judgements']} judgements of "
+        f"{made['judged_documents']} {made['language']} functions ({made['judged_documents_in_corpus']} of them in the "
+        f"corpus of {made['documents']}); read it with `datasets: {{<name>: {{kind: beir, path: {made['folder']}, "
+        f"language: {made['language']}}}}}`",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_results(args: argparse.Namespace) -> int:
     """Print (or export) the rows of results.db's `results` table that the filters select."""
     from csbench.results.query import FILTER_COLUMNS, describe, export, pivot, render, select, study_databases
 
     filters = {c: getattr(args, c) for c in FILTER_COLUMNS if getattr(args, c)}
     db = args.db if args.db is not None else study_databases(args.study or ())
+    if args.export and args.export[0] == "mteb":  # `--export mteb DIR`: MTEB task results, not rows
+        from csbench.results.mteb_export import export_command
+
+        return export_command(db, args.export[1:], filters, args.pivot)
+    if args.export and len(args.export) != 1:
+        raise ValueError(f"--export takes FILE or `mteb DIR`, not {' '.join(args.export)}")
     frame = select(db, filters)
     if args.pivot:
         frame = pivot(frame, args.pivot)
     if frame.empty:
         print(f"csbench results: no row of {describe(db)} matches the filters", file=sys.stderr)
     if args.export:
-        export(frame, args.export)
-        print(f"csbench results: {len(frame)} row(s) written to {args.export}", file=sys.stderr)
+        export(frame, args.export[0])
+        print(f"csbench results: {len(frame)} row(s) written to {args.export[0]}", file=sys.stderr)
     else:
         sys.stdout.write(render(frame, args.format))
     return 0
@@ -374,6 +395,23 @@ def _challenge_commands(sub) -> None:
     p.add_argument("--top-k", type=int, default=100, help="results per query and language (default 100)")
     p.add_argument("--annotations", type=Path, help="annotationStore.csv: score the file once written")
     p.add_argument("--json", type=Path, help="also write what was ranked (and the scores) here")
+    p = _command(
+        sub,
+        "challenge-beir",
+        cmd_challenge_beir,
+        "write the CodeSearchNet Challenge of one language as a BEIR folder (graded qrels) over a corpus",
+        config=False,
+        description="The 99 queries, the expert annotations of --language as graded qrels (query ids q1..q99, "
+        "document ids the GitHub URLs, grade = the annotators' mean rounded half up) and the functions of the "
+        "--corpus files (CodeSearchNet jsonl: url, code, language; .gz too) as corpus.jsonl, for a `kind: beir` "
+        "dataset scored by the qrels protocol (docs/beir.md).",
+    )
+    p.add_argument("--language", required=True, help="go, java, javascript, php, python or ruby")
+    p.add_argument("--corpus", required=True, action="append", type=Path, metavar="FILE", help="repeatable")
+    p.add_argument("--out", required=True, type=Path, help="the folder to write (replaced)")
+    _challenge_file(p, "--queries", "queries.csv")
+    _challenge_file(p, "--annotations", "annotationStore.csv")
+    p.add_argument("--max-docs", type=int, help="keep only this many functions the annotations do not name")
 
 
 def _results_command(sub) -> None:
@@ -398,7 +436,13 @@ def _results_command(sub) -> None:
         p.add_argument(f"--{column}", action="append", metavar="V[,V...]", help="keep these values (repeatable)")
     p.add_argument("--format", choices=FORMATS, default="table", help="stdout format (default: table)")
     p.add_argument("--pivot", metavar="COLUMN", help="one column per value of this key column, e.g. metric")
-    p.add_argument("--export", type=Path, metavar="FILE", help="write the rows to FILE.csv / .parquet / .json")
+    p.add_argument(
+        "--export",
+        nargs="+",
+        metavar=("FILE|mteb", "DIR"),
+        help="write the rows to FILE.csv / .parquet / .json; `mteb DIR`: one MTEB task-result JSON per run and "
+        "protocol (and robustness point) under DIR/<model>/<revision>/ (docs/results.md)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

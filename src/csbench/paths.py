@@ -119,7 +119,14 @@ _READS = (_CONTEXT, "phases/inputs.py")
 _MODEL_CODE = ("models", "code/tokens.py", "code/parsing.py", "code/languages", "code/comments.py")
 PHASE_CODE: dict[str, tuple[str, ...]] = {
     # releases: what readers read
-    "download": ("datasets/download", "datasets/base.py", "datasets/releases", _CONTEXT, "phases/download.py"),
+    "download": (
+        "datasets/download",
+        "datasets/base.py",
+        "datasets/releases",
+        "datasets/beir.py",
+        _CONTEXT,
+        "phases/download.py",
+    ),
     "prepare": ("datasets", "code", *_READS, "phases/prepare.py"),
     "audit": ("datasets/audit.py", "datasets/prepare.py", "code", *_READS, "phases/audit.py"),
     "attack": ("attacks", "code", *_READS, "phases/attack.py"),
@@ -140,6 +147,7 @@ PHASE_CODE: dict[str, tuple[str, ...]] = {
     "robustness": (
         "evaluate/robustness.py",
         "evaluate/robust_report.py",
+        "evaluate/qrels.py",
         "results/plots.py",
         *_READS,
         "phases/robustness.py",

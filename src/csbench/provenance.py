@@ -55,10 +55,12 @@ def provenance(
     timings: dict[str, float],
     device: str = "cpu",
     efficiency: dict[str, Any] | None = None,
+    model_source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of how an output was made. ``efficiency``: throughput and latency figures (COBE's
     efficiency axis), kept here with the timings so the metrics files stay byte-identical between
-    runs."""
+    runs. ``model_source``: a user's model's class, distribution, version and revision
+    (csbench.models.python.ModelSource)."""
     return {
         "phase": phase,
         "code_sha256": code_digest(phase),
@@ -74,4 +76,5 @@ def provenance(
         "argv": sys.argv,
         "timings_s": timings,
         **({"efficiency": efficiency} if efficiency is not None else {}),
+        **({"model_source": model_source} if model_source is not None else {}),
     }

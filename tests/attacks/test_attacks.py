@@ -190,6 +190,16 @@ def test_unsupported_language_fails_before_any_work():
         run_attack("ordered_id", {"test": frame(["int f(int a) { return a; }"], "c")}, progress=False)
 
 
+@pytest.mark.parametrize("language", ["c", "sql"])
+def test_none_takes_any_language_and_leaves_its_code(language: str):
+    """A BEIR dataset of a language csbench does not parse (CoIR's SQL, C++) runs clean: ``none`` is the
+    code as it is, whatever the language (it was refused with the renaming attacks' languages)."""
+    codes = ["int f(int a) { return a; }", "SELECT a FROM t WHERE b = 1"]
+    out, report = run_attack("none", {"test": frame(codes, language)}, progress=False)
+    assert out["test"]["code"].tolist() == codes
+    assert report.as_dict()["per_language"][language]["changed"] == 0
+
+
 # ------------------------------------------------------------------------- settling and capture
 
 

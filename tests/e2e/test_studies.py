@@ -25,7 +25,7 @@ from csbench.evaluate.protocols import PROTOCOLS
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS = PROJECT_ROOT / "params.yaml"
 CONFIGS = PROJECT_ROOT / "workflow" / "configs"
-STUDIES = ("csn", "cobe", "thesis", "gecs", "summarization")
+STUDIES = ("csn", "cobe", "thesis", "gecs", "summarization", "coir-robustness")
 CSN_LANGUAGES = ("go", "java", "javascript", "php", "python", "ruby")
 # A dry run only catches a pathological slowdown here (the thesis grid plans ~1,800 jobs in about
 # 15 s on a loaded 2-core machine): "seconds, not minutes".
@@ -195,6 +195,26 @@ def test_gecs_fine_tunes_on_advtest_and_tests_eight_sets() -> None:
         given = config.raw["models"][model]["training"]
         assert {k: given[k] for k in ("lr", "epochs")} == CROSS_MODELS[model.removesuffix("-cross")]["training"]
         assert given["batch_size"] == 32 and given["weight_decay"] == 0.01 and given["keep"] == "last"
+
+
+def test_coir_robustness_reads_coirs_python_tasks_by_hub_id_and_scores_them_graded() -> None:
+    """CoIR's tasks as BEIR datasets by hub id at the revisions mteb pins, scored and perturbed under the
+    graded protocol; the grid attacks their corpora (issue #27). Downloading needs the Hugging Face hub
+    (or its cache), so the study is checked here by its config and its dry run."""
+    import mteb
+
+    config = study("coir-robustness")
+    pinned = {task.metadata.dataset["path"]: task.metadata.dataset["revision"] for task in mteb.get_tasks(
+        tasks=["CosQA", "AppsRetrieval", "CodeTransOceanDL"])}  # fmt: skip
+    for name in config.datasets:
+        spec = config.dataset_spec(name)
+        options = config.dataset_options(name)
+        assert spec.kind == "beir" and spec.qrels is not None
+        assert pinned[options["hub"]] == options["revision"], name
+        assert options["language"] == "python"
+    assert config.protocols == ["qrels"] and config.robustness["protocol"] == "qrels"
+    assert config.graded_protocols == ["qrels"]
+    assert {"ordered_id", "most_popular", "no_comment"} <= set(config.attacks)
 
 
 def test_only_csn_and_thesis_run_under_dvc() -> None:

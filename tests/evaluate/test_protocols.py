@@ -41,7 +41,7 @@ def _ids(n: int, seed: int = 7) -> list[str]:
 
 def test_registered_protocols() -> None:
     assert PROTOCOLS.names() == [
-        "full-corpus", "csn-1000", "csn-funcname", "id-chunks-1000", "advtest", "gecs-100", "matching"
+        "full-corpus", "csn-1000", "csn-funcname", "id-chunks-1000", "advtest", "gecs-100", "matching", "qrels"
     ]  # fmt: skip
     full, csn = PROTOCOLS.get("full-corpus"), PROTOCOLS.get("csn-1000")
     assert isinstance(full, FullCorpus)

@@ -15,6 +15,7 @@ from csbench.config import (
     keyless_warnings,
     load_config,
 )
+from csbench.evaluate.protocols import PROTOCOLS
 from csbench.models import remote_code_warnings
 
 
@@ -199,6 +200,20 @@ def matching_inputs(w):
     return inputs
 
 
+def qrels_inputs(w, protocols=None):
+    """The dataset's relevance judgements, which a graded protocol (``qrels``) scores against:
+    prepare writes qrels.parquet beside card.json (card.json holds its sha256)."""
+    graded = [p for p in (protocols or CFG.ranking_protocols) if PROTOCOLS.get(p).graded]
+    if not graded or not CFG.has_qrels(w.dataset):
+        return {}
+    return {"qrels_card": f"{paths.prepared_dir(w.dataset).as_posix()}/card.json"}
+
+
+def robust_qrels_inputs(w):
+    """``qrels_inputs`` of the robustness protocol."""
+    return qrels_inputs(w, [CFG.robustness.get("protocol", "full-corpus")])
+
+
 def train_launch(wildcards, threads, resources):
     """The command that starts csbench for a training: one process, or one per GPU / CPU process
     through accelerate launch (csbench.launch). It reads resources, so snakemake counts the param as
@@ -216,7 +231,7 @@ def encoder_threads(wildcards):
     it 1.6x faster on 2 threads than on 1, and one core left idle beside it could not run the
     attack / train jobs, which take the whole machine. Under SLURM (cores: 512) it asks 4 CPUs."""
     family = CFG.model_spec(wildcards.model).family
-    return min(workflow.cores, ENCODER_THREADS) if family in ("hf", "cross") else 1
+    return min(workflow.cores, ENCODER_THREADS) if family in ("hf", "cross", "python") else 1
 
 
 wildcard_constraints:

@@ -29,6 +29,7 @@ rule index:
 rule evaluate:
     input:
         unpack(matching_inputs),
+        unpack(qrels_inputs),
         test=f"{ATTACKED_DIR}/test.parquet",
         codebase=f"{ATTACKED_DIR}/codebase.parquet",
         index=f"{INDEX_DIR}/index.json",
@@ -38,6 +39,7 @@ rule evaluate:
         provenance=f"{RUN_DIR}/provenance.json",
         ranks=f"{RUN_DIR}/ranks.tsv",
         trec=expand(f"{kept(RUN_DIR)}/run.{{protocol}}.trec.gz", protocol=CFG.ranking_protocols),
+        graded=expand(f"{kept(RUN_DIR)}/qrels.{{protocol}}.tsv", protocol=CFG.graded_protocols),
         matching=expand(f"{kept(RUN_DIR)}/{{protocol}}.tsv", protocol=CFG.matching_protocols),
     wildcard_constraints:
         model=models_of(SEARCH_MODELS),

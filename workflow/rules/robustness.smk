@@ -6,6 +6,9 @@ POINTS = CFG.perturbation_points()
 PERTURBED = sorted({p for p, _ in POINTS})
 # One run's robustness points: a file per (perturbation, ratio), the run's wildcards kept.
 ROBUST_POINTS = [f"{ROBUSTNESS_DIR}/points/{p}/{paths.ratio_label(r)}.json" for p, r in POINTS]
+# A graded robustness protocol's clean per-query measures (its nDCG@10 curves start there).
+_ROBUST_PROTOCOL = CFG.robustness.get("protocol", "full-corpus")
+ROBUST_GRADED = [f"{RUN_DIR}/qrels.{_ROBUST_PROTOCOL}.tsv"] if PROTOCOLS.get(_ROBUST_PROTOCOL).graded else []
 
 
 rule perturb:
@@ -29,6 +32,7 @@ rule perturb:
 
 rule robust:
     input:
+        unpack(robust_qrels_inputs),
         test=f"{ATTACKED_DIR}/test.parquet",
         codebase=f"{ATTACKED_DIR}/codebase.parquet",
         index=f"{INDEX_DIR}/index.json",
@@ -52,6 +56,7 @@ rule robust:
 rule robustness:
     input:
         ranks=f"{RUN_DIR}/ranks.tsv",
+        graded=ROBUST_GRADED,
         points=ROBUST_POINTS,
     output:
         record=f"{ROBUSTNESS_DIR}/robustness.json",

@@ -136,7 +136,11 @@ def languages(components: Sequence[Component]) -> tuple[str, ...]:
 
 
 def check_languages(spec: str, components: Sequence[Component], found: Sequence[str]) -> None:
-    """Fail early if the attack is not implemented for a language of the dataset."""
+    """Fail early if the attack is not implemented for a language of the dataset. An attack whose every
+    component takes any language (``none``: the code as it is) runs on any, parsed or not (a BEIR
+    dataset's SQL or C++)."""
+    if all("*" in c.attack.languages for c in components):
+        return
     missing = sorted(set(found) - set(languages(components)))
     if missing:
         hints = "".join(

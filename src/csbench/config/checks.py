@@ -15,8 +15,9 @@ from csbench.config.files import locate
 from csbench.config.model import NOT_CONFUSED_TRAIN_ATTACK, Config, ConfigError
 from csbench.config.schema import schema, schema_error_message
 from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
+from csbench.datasets.base import BEIR_KIND
 from csbench.evaluate.protocols import PROTOCOLS, MatchRule
-from csbench.models import API_FAMILIES, MODELS, SUMMARIZATION_FAMILY
+from csbench.models import API_FAMILIES, MODELS, PYTHON_FAMILY, SUMMARIZATION_FAMILY
 from csbench.params import ParamProblem, check_params
 from csbench.registry import UnknownNameError
 from csbench.train.losses import LOSSES
@@ -29,6 +30,9 @@ def _check_dataset_options(config: Config) -> None:
     local_schema = {"$defs": schema()["$defs"], "$ref": "#/$defs/local_source"}
     for name, given in (config.raw.get("datasets") or {}).items():
         spec = DATASETS.get(name) if name in DATASETS else None
+        if spec is None and isinstance(given, dict) and given.get("kind") == BEIR_KIND:
+            spec = config.dataset_spec(name)  # a BEIR folder / hub dataset: its declared options
+            given = {key: value for key, value in given.items() if key != "kind"}
         if spec is None or spec.kind == LOCAL_SOURCE_KIND:
             validator = jsonschema.Draft202012Validator(local_schema)
             errors = sorted(validator.iter_errors(given), key=lambda e: list(map(str, e.absolute_path)))
@@ -48,15 +52,41 @@ def _check_dataset_options(config: Config) -> None:
             problem = option.problem(value)
             if problem:
                 raise ConfigError(f"{where}: {problem}")
+        if spec.kind == BEIR_KIND:  # what the options say together (exactly one of path / hub, ...)
+            from csbench.datasets.beir import beir_options_problem
+
+            found = beir_options_problem(given)
+            if found is not None:
+                key, why = found
+                keys = ("datasets", name, key) if key in given else ("datasets", name)
+                raise ConfigError(f"{locate(config, *keys)}: datasets.{name}.{key}: {why}")
+            _check_attack_languages(config, name, config.dataset_options(name).get("language"))
         _check_selected_splits(config, spec)
+
+
+def _check_attack_languages(config: Config, dataset: str, language: str | None) -> None:
+    """A BEIR dataset of one declared ``language``: every attack of the grid is implemented for it (an
+    attack of another language would stop the study at its attack job). Checked before anything runs."""
+    from csbench.attacks import check_languages
+
+    if not language:
+        return  # language_field: the languages are known once the corpus is read
+    for i, attack in enumerate(config.attacks):
+        try:
+            check_languages(attack, parse_spec(attack), [str(language).lower()])
+        except ValueError as error:
+            where = locate(config, "grid", "attacks", i)
+            raise ConfigError(f"{where}: grid.attacks[{i}] on dataset {dataset!r} ({language}): {error}") from None
 
 
 def _unknown_option(spec: Any, key: str) -> str:
     names = [option.name for option in spec.options]
+    what = "BEIR dataset" if spec.kind == BEIR_KIND else "release"
     if not names:
         message = f"release {spec.name!r} takes no options (its entry is `{{}}`)"
     else:
-        message = f"unknown option of release {spec.name!r}; its options: {', '.join(names)}"
+        listed = ["kind", *names] if spec.kind == BEIR_KIND else names
+        message = f"unknown option of {what} {spec.name!r}; its options: {', '.join(listed)}"
         close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
         if close:
             message += f". Did you mean {close[0]!r}?"
@@ -154,7 +184,9 @@ def check_names(config: Config) -> None:
     """Every name the config uses is registered or defined in it; the grid's sections agree (raises
     ``UnknownNameError`` / ``ValueError``: ``validate_config`` adds the files)."""
     defined_local = {
-        name for name, opts in config.raw.get("datasets", {}).items() if opts.get("kind") == LOCAL_SOURCE_KIND
+        name
+        for name, opts in config.raw.get("datasets", {}).items()
+        if opts.get("kind") in (LOCAL_SOURCE_KIND, BEIR_KIND)
     }
     valid_datasets = DATASETS.names() + sorted(defined_local - set(DATASETS.names()))
     for i, name in enumerate(config.datasets):
@@ -176,6 +208,8 @@ def check_names(config: Config) -> None:
                 "the defaults (dvc.yaml tracks it as the dataset's parameters)"
             )
     for name in defined_local:
+        if config.dataset_kind(name) != LOCAL_SOURCE_KIND:
+            continue  # a BEIR dataset: its options are checked against its declarations
         opts = config.dataset_options(name)
         missing = [k for k in ("language", "source") if k not in opts]
         if missing:
@@ -225,13 +259,26 @@ def _raise_param_problem(config: Config, keys: tuple[str, ...], problem: ParamPr
         raise ConfigError(f"{locate(config, *keys, *problem.path)}: {problem.describe('.'.join(keys))}")
 
 
+def _check_python_model(config: Config, name: str, opts: dict[str, Any]) -> None:
+    """A user's model (``family: python``): what can be checked without running its code (one of
+    ``class`` / ``entry_point``, the class path's form, its package or the entry point installed;
+    csbench.models.python_spec), at its file and line. Importing it is left to the jobs that encode."""
+    from csbench.models.python_spec import static_problem
+
+    problem = static_problem(name, opts)
+    if problem is not None:
+        key, message = problem
+        keys = ("models", name, key) if key in opts else ("models", name)
+        raise ConfigError(f"{locate(config, *keys)}: {message}")
+
+
 def _check_models(config: Config) -> None:
     # Loss names (grid.trained.losses, loss_params) are the schema's enum, filled from
     # csbench.train.losses.LOSSES (which reads the losses' declarations without importing torch).
     defined = {
         name
         for name, opts in config.raw["models"].items()
-        if (opts or {}).get("family") in ("hf", SUMMARIZATION_FAMILY, *API_FAMILIES)
+        if (opts or {}).get("family") in ("hf", SUMMARIZATION_FAMILY, PYTHON_FAMILY, *API_FAMILIES)
     }
     valid = MODELS.names() + sorted(defined - set(MODELS.names()))
     for name, opts in config.raw["models"].items():
@@ -239,7 +286,9 @@ def _check_models(config: Config) -> None:
             raise UnknownNameError("model", name, valid, where=f"models.{name}")
         if name in MODELS and "family" in (opts or {}) and opts["family"] != MODELS.get(name).family:
             raise ValueError(f"models.{name}.family: {name!r} is registered as a {MODELS.get(name).family!r} model")
-        if name not in MODELS and (opts or {}).get("family") in API_FAMILIES:
+        if name not in MODELS and (opts or {}).get("family") == PYTHON_FAMILY:
+            _check_python_model(config, name, opts)
+        elif name not in MODELS and (opts or {}).get("family") in API_FAMILIES:
             if not (opts or {}).get("model"):
                 raise ValueError(
                     f"models.{name}: an endpoint model defined in the config needs `model` (the model's name on "

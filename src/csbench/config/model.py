@@ -11,16 +11,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from csbench.attacks import parse_spec
-from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
+from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND, DatasetSpec
+from csbench.datasets.base import BEIR_KIND
 from csbench.evaluate.protocols import PROTOCOLS, MatchRule
 from csbench.models import (
     API_FAMILIES,
     MODELS,
+    PYTHON_FAMILY,
     SUMMARIZATION_FAMILY,
     ModelSpec,
     declared_params,
     endpoint_custom_defaults,
     hf_custom_defaults,
+    python_custom_defaults,
     seq2seq_custom_defaults,
 )
 
@@ -168,22 +171,47 @@ class Config:
         return [name for name in self.protocols if PROTOCOLS.get(name).kind == "ranking"]
 
     @property
+    def graded_protocols(self) -> list[str]:
+        """The ranking protocols scored against relevance judgements (``qrels``)."""
+        return [name for name in self.ranking_protocols if PROTOCOLS.get(name).graded]
+
+    @property
     def matching_protocols(self) -> list[str]:
         return [name for name in self.protocols if PROTOCOLS.get(name).kind == "matching"]
 
     def dataset_options(self, name: str) -> dict[str, Any]:
-        """Registered defaults overlaid with the options given in the config."""
+        """Registered defaults overlaid with the options given in the config (a BEIR folder's: its
+        declared defaults overlaid with the entry's keys, ``kind`` left out)."""
         given = self.raw.get("datasets", {}).get(name, {})
+        if name not in DATASETS and given.get("kind") == BEIR_KIND:
+            return {**self.dataset_spec(name).defaults, **{k: v for k, v in given.items() if k != "kind"}}
         defaults = DATASETS.get(name).defaults if name in DATASETS else {}
         return {**defaults, **given}
 
     def dataset_kind(self, name: str) -> str:
-        return DATASETS.get(name).kind if name in DATASETS else self.dataset_options(name)["kind"]
+        return DATASETS.get(name).kind if name in DATASETS else self.raw.get("datasets", {}).get(name, {})["kind"]
+
+    def dataset_spec(self, name: str) -> DatasetSpec:
+        """What dataset ``name`` is: a registered release or corpus, or a config-defined BEIR folder /
+        hub dataset (``datasets.<name>.kind: beir``, :func:`csbench.datasets.beir.beir_spec`)."""
+        if name in DATASETS:
+            return DATASETS.get(name)
+        given = self.raw.get("datasets", {}).get(name, {})
+        if given.get("kind") == BEIR_KIND:
+            from csbench.datasets.beir import beir_spec
+
+            return beir_spec(name, {k: v for k, v in given.items() if k != "kind"})
+        raise KeyError(f"dataset {name!r}: not registered and not a config-defined BEIR dataset")
+
+    def has_qrels(self, name: str) -> bool:
+        """Whether dataset ``name`` has graded relevance judgements (a BEIR dataset) that prepare
+        writes for the ``qrels`` protocol (others: each query's own code is relevant)."""
+        return self.dataset_kind(name) != LOCAL_SOURCE_KIND and self.dataset_spec(name).qrels is not None
 
     def has_released_pairs(self, name: str) -> bool:
         """Whether dataset ``name``'s release ships labelled matching pairs (GeCS ``clf`` files) that
         prepare writes for the ``matching`` protocol."""
-        return self.dataset_kind(name) != LOCAL_SOURCE_KIND and DATASETS.get(name).released_pairs is not None
+        return self.dataset_kind(name) != LOCAL_SOURCE_KIND and self.dataset_spec(name).released_pairs is not None
 
     def missing_validation(self, name: str) -> str | None:
         """Why dataset ``name`` has no validation split (a matching protocol chooses a bi-encoder's
@@ -193,7 +221,7 @@ class Config:
             if self.raw["extraction"]["split"]["valid"] == 0:
                 return "extraction.split.valid is 0"
             return None
-        spec = DATASETS.get(name)
+        spec = self.dataset_spec(name)
         if "valid" not in spec.splits:
             return f"the release has no validation split, only {', '.join(spec.splits)}"
         chosen = self.dataset_options(name).get("splits")
@@ -282,6 +310,18 @@ class Config:
                 trainable=False,
                 defaults_fn=endpoint_custom_defaults(family),
                 params_fn=declared_params(family),
+            )
+        if given.get("family") == PYTHON_FAMILY:
+            from csbench.models.python_spec import described
+
+            return ModelSpec(
+                name,
+                f"user model, {described(given)} (defined in the config)",
+                family=PYTHON_FAMILY,
+                zero_shot=True,
+                trainable=False,
+                defaults_fn=python_custom_defaults,
+                params_fn=declared_params(PYTHON_FAMILY),
             )
         if given.get("family") == "hf":
             return ModelSpec(

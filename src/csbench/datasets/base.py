@@ -16,6 +16,9 @@ SPLITS = ("train", "valid", "test")
 POOL_SPLIT = "codebase"
 
 Record = dict[str, Any]
+# The kind of a config-defined dataset in BEIR's layout (``datasets.<name>.kind: beir``): a folder or a
+# Hugging Face hub id, read by csbench.datasets.beir
+BEIR_KIND = "beir"
 
 
 @dataclass(frozen=True)
@@ -78,9 +81,13 @@ Reader = Callable[[Path, dict[str, Any], SkipReport], Iterator[Record]]
 # A release's labelled matching pairs, by record id: (query_id, code_id, label 0/1, file line) in
 # release order, or None where the options select a file without labelled pairs.
 PairsReader = Callable[[Path, dict[str, Any], SkipReport], "Iterator[tuple[str, str, int, int]] | None"]
+# A dataset's graded relevance judgements (BEIR qrels): (split, query_id, doc_id, grade) in file order;
+# query ids are ids of the split's records, doc ids of the POOL_SPLIT's (the corpus). Prepare writes
+# them as qrels.parquet (csbench.evaluate.qrels.QRELS_COLUMNS) for the ``qrels`` protocol.
+QrelsReader = Callable[[Path, dict[str, Any], SkipReport], Iterator[tuple[str, str, str, int]]]
 
 
-OPTION_TYPES = ("choice", "list", "file", "directory")
+OPTION_TYPES = ("choice", "list", "file", "directory", "text", "flag")
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,8 @@ class DatasetOption:
 
     ``type`` is one of :data:`OPTION_TYPES`: ``choice`` (one of ``choices``), ``list`` (a non-empty
     list of distinct ``choices``), ``file`` (a path, relative to ``data/raw/<name>/`` unless
-    absolute), ``directory`` (a path). ``default`` None means "not set" and lets the config give
+    absolute), ``directory`` (a path), ``text`` (a non-empty string: a hub id, a language, a field
+    name), ``flag`` (true or false). ``default`` None means "not set" and lets the config give
     ``null``; the config validation (:func:`csbench.config.validate_config`) checks every given
     value with :meth:`problem` before anything runs, and the README's Datasets section documents
     every declaration (:func:`options_markdown`)."""
@@ -126,6 +134,10 @@ class DatasetOption:
             if len(set(value)) != len(value):
                 return f"lists an item twice ({value!r})"
             return None
+        if self.type == "flag":
+            return None if isinstance(value, bool) else f"expected true or false, not {value!r}"
+        if self.type == "text":
+            return None if isinstance(value, str) and value.strip() else f"expected a non-empty string, not {value!r}"
         if not isinstance(value, str) or not value.strip():
             return f"expected a {self.type} path, not {value!r}"
         return None
@@ -138,6 +150,10 @@ class DatasetOption:
             return "a list of " + ", ".join(self.choices)
         if self.type == "file":
             return "a file path (relative to data/raw/<dataset>/, or absolute)"
+        if self.type == "text":
+            return "a non-empty string"
+        if self.type == "flag":
+            return "true or false"
         return "a directory path"
 
 
@@ -177,6 +193,9 @@ class DatasetSpec:
     # the release's own labelled matching pairs (GeCS clf files: positives and their released negatives),
     # for the matching protocol; None: the release has none (matching draws its negatives)
     released_pairs: PairsReader | None = None
+    # graded relevance judgements (several relevant documents per query), for the ``qrels`` protocol;
+    # None: each query's own code is its one relevant document
+    qrels: QrelsReader | None = None
 
     def __post_init__(self) -> None:
         names = [option.name for option in self.options]
@@ -193,7 +212,12 @@ class DatasetSpec:
         return next((option for option in self.options if option.name == name), None)
 
 
+_VALUES = {"text": "text", "flag": "`true`, `false`"}  # the values cell of the types without choices
+
+
 def _default_text(option: DatasetOption) -> str:
+    if isinstance(option.default, bool):
+        return f"`{str(option.default).lower()}`"
     if option.default is not None:
         return f"`{option.default}`"
     return "all" if option.type == "list" else "none"
@@ -215,7 +239,7 @@ def options_markdown(specs: list[DatasetSpec] | tuple[DatasetSpec, ...]) -> str:
             ", ".join(f"`{d}`" for d in datasets),
             f"`{option.name}`",
             option.type,
-            ", ".join(f"`{c}`" for c in option.choices) if option.choices else "path",
+            ", ".join(f"`{c}`" for c in option.choices) if option.choices else _VALUES.get(option.type, "path"),
             _default_text(option),
             option.help,
         )

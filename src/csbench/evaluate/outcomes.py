@@ -37,6 +37,29 @@ class ProtocolOutcome:
         return metrics
 
 
+@dataclass
+class GradedOutcome(ProtocolOutcome):
+    """A graded protocol's outcome (``Graded``: qrels): per query, trec_eval's measures of its top list
+    (``graded``, keys as :func:`csbench.evaluate.qrels.query_metrics` names them) besides its rank
+    (its first relevant document's, ``depth + 1`` when none is in the list)."""
+
+    graded: list[dict[str, float]] = field(default_factory=list)
+
+    def metrics(self) -> dict:
+        protocol = PROTOCOLS.get(self.protocol)
+        names = [f"{measure}@{k}" for measure in GRADED_MEASURES for k in protocol.cutoffs]
+        if not self.query_ids:
+            return {"mrr": None, **{name: None for name in names}, "n_queries": 0}
+        ranks = np.asarray(self.ranks, dtype=np.int64)
+        metrics: dict = {"mrr": float(reciprocal_ranks(ranks, protocol.depth).mean())}
+        metrics.update({name: float(np.mean([row[name] for row in self.graded])) for name in names})
+        metrics["n_queries"] = len(self.query_ids)
+        return metrics
+
+
+GRADED_MEASURES = ("ndcg", "map", "recall", "p", "mrr")  # csbench.evaluate.qrels' metric names, before "@k"
+
+
 def tie_note(n_tied: int) -> str:
     """The outcome note of an argsort protocol whose ranks ``n_tied`` ties decided."""
     return (

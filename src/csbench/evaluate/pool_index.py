@@ -75,6 +75,7 @@ RETRIEVER_TYPES: dict[str, tuple[str, str]] = {
     "dense": ("csbench.models.encoder", "DenseRetriever"),
     "cross": ("csbench.models.cross", "CrossRetriever"),
     "api": ("csbench.models.api", "ApiRetriever"),
+    "python": ("csbench.models.python", "PythonRetriever"),
     "llm": ("csbench.models.llm", "LlmMatcher"),
 }
 _FILE_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"}  # a file of the folder itself

@@ -38,7 +38,8 @@ class Plan:
     texts: str = "test"
     # "against": a rank counts every candidate scoring at least the correct one (ties against the model);
     # "argsort": a rank is the position in the descending np.argsort order of the query's whole score row
-    # (CodeXGLUE's run.py; ``csbench.evaluate.ranking.rank_rows_argsort``)
+    # (CodeXGLUE's run.py; ``csbench.evaluate.ranking.rank_rows_argsort``); "qrels": no single answer,
+    # each query's top list is scored against relevance judgements (``Graded``)
     order: str = "against"
     # argsort plans: (query keys, candidate keys); query i's answers are the candidates of its key, its
     # rank that of the first of them (a url-matched codebase); None: each query's answer is its own code
@@ -71,6 +72,7 @@ class Protocol:
     kind: str = "ranking"  # "ranking": a rank per query; "matching": a match / no-match decision per pair
     texts: str = "test"  # the pool kind whose texts it ranks: "test", or FUNCNAME_KIND (CodeSearchNet's FuncName test)
     reference: str = ""  # the script that defines it (repository, path), named with every score
+    graded: bool = False  # scored against relevance judgements (qrels), not one answer per query
 
     @property
     def label(self) -> str:
@@ -529,6 +531,31 @@ def codebase_plan(query_urls: list[str], pool_urls: list[str]) -> Plan:
     )
 
 
+QRELS_CUTOFFS = (1, 3, 5, 10, 100, 1000)  # BEIR's / MTEB's k values (csbench.evaluate.qrels.CUTOFFS)
+
+
+@dataclass(frozen=True)
+class Graded(Protocol):
+    """Graded, multi-relevant retrieval as BEIR, MTEB and CoIR score it: every test query against the
+    whole corpus (the release's codebase; else the test pool), its top ``depth`` list scored against
+    the dataset's relevance judgements (``qrels.parquet``; a dataset without them: the query's own
+    code, or the codebase entries with its url, grade 1) with trec_eval's measures
+    (:mod:`csbench.evaluate.qrels`: nDCG@k, MAP@k, Recall@k, P@k, MRR@k). A query's rank (for the
+    robustness curves and flip rate) is that of its first relevant document in the list, and
+    ``depth + 1`` when none is in it (reciprocal rank 0)."""
+
+    depth: int = 1000
+    cutoffs: tuple[int, ...] = QRELS_CUTOFFS
+
+    def plan(self, ids: list[str]) -> Plan:
+        return graded_plan(len(ids), len(ids))
+
+
+def graded_plan(n_queries: int, n_pool: int) -> Plan:
+    """Every query against all ``n_pool`` entries, scored against qrels (``Plan.order == "qrels"``)."""
+    return Plan([np.arange(n_pool)], np.zeros(n_queries, dtype=np.int64), order="qrels")
+
+
 PROTOCOLS: Registry[Protocol] = Registry("protocol")  # each registered under its own name
 PROTOCOLS.add(
     FullCorpus(
@@ -599,5 +626,20 @@ PROTOCOLS.add(
         None,
         kind="matching",
         reference="drndr/gencodesearchnet experiments/eval_clf.py, eval_clf_cosine.py",
+    )
+)
+PROTOCOLS.add(
+    Graded(
+        "qrels",
+        "BEIR / MTEB / CoIR retrieval: each query against the whole corpus (the codebase, else the test pool); "
+        "its top 1,000 (documents ordered as trec_eval orders them: score descending, ties by document id "
+        "descending) scored against the graded relevance judgements (qrels; a dataset without them: the "
+        "query's own code, grade 1) with trec_eval's nDCG@k, MAP@k, Recall@k, P@k and MRR@k, k in 1, 3, 5, "
+        "10, 100, 1000; main score nDCG@10",
+        1000,
+        uses_codebase=True,
+        kind="ranking",
+        graded=True,
+        reference="trec_eval via pytrec_eval (BEIR beir/retrieval/evaluation.py, MTEB's retrieval evaluator)",
     )
 )

@@ -26,10 +26,26 @@ def read_clean(run_path: str, protocol: str) -> dict[str, tuple[int, str]]:
     return {row["query_id"]: (int(row["rank"]), row["top1"]) for row in rows}
 
 
+def read_clean_graded(run_path: str, protocol: str) -> dict[str, float] | None:
+    """query id -> main score (nDCG@10) of a graded protocol's clean evaluation (``qrels.<protocol>.tsv``);
+    None for a single-answer protocol."""
+    from csbench.evaluate.protocols import Graded
+    from csbench.evaluate.qrels import MAIN_SCORE
+
+    if not isinstance(PROTOCOLS.get(protocol), Graded):
+        return None
+    file = paths.run_dir(run_path) / f"qrels.{protocol}.tsv"
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is missing: run `csbench evaluate` for {run_path} first")
+    with open(file, encoding="utf-8", newline="") as handle:
+        return {row["query_id"]: float(row[MAIN_SCORE]) for row in csv.DictReader(handle, delimiter="\t")}
+
+
 def build_record(
     clean: Mapping[str, tuple[int, str]],
     points: Mapping[tuple[str, float], Mapping[str, Any]],
     protocol: str,
+    clean_graded: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The robustness record from the clean ranks and the perturbed points.
 
@@ -38,6 +54,8 @@ def build_record(
     that takes a ratio; a fixed perturbation (``question``) is its single point. Robust MRR at a
     ratio: each query's lowest reciprocal rank over the ratio-taking perturbations at that ratio.
     Flip rate: the share of queries whose top-1 candidate differs from the clean query's.
+    A graded protocol (``clean_graded``: each query's clean nDCG@10; the points carry theirs) also
+    gets the same curves, IR-AUC and robust score of nDCG@10 (``graded``).
     """
     cutoff = PROTOCOLS.get(protocol).mrr_cutoff
     ids = sorted(clean)
@@ -69,6 +87,7 @@ def build_record(
             [clean[q][1] for q in ids], [by_id[q][1] for q in ids]
         )
     robust = {paths.ratio_label(r): robust_mrr(np.stack(rrs, axis=1)) for r, rrs in sorted(rr_at.items())}
+    graded = {} if clean_graded is None else {"graded": _graded_record(clean_graded, points, ids, fixed)}
     return {
         "protocol": protocol,
         "n_queries": len(ids),
@@ -78,6 +97,40 @@ def build_record(
         "summary": robustness_summary(curves),
         "robust_mrr": robust,
         "flip_rate": flips,
+        **graded,
+    }
+
+
+def _graded_record(
+    clean: Mapping[str, float], points: Mapping[tuple[str, float], Mapping[str, Any]], ids: list[str], fixed: set[str]
+) -> dict[str, Any]:
+    """nDCG@10's curves, IR-AUC (of the nDCG curve, as of the MRR curve) and robust nDCG@10 (each query's
+    lowest score over the perturbations at a ratio, averaged) of a graded protocol."""
+    from csbench.evaluate.qrels import MAIN_SCORE
+
+    if set(clean) != set(ids):
+        raise ValueError(f"the clean {MAIN_SCORE} scores are not those of the clean ranks' queries")
+    clean_scores = np.array([clean[q] for q in ids])
+    curves: dict[str, dict[float, float]] = {}
+    at: dict[float, list[np.ndarray]] = {}
+    for (perturbation, ratio), point in sorted(points.items()):
+        if MAIN_SCORE not in point["queries"]:
+            raise ValueError(
+                f"{perturbation}@{ratio}: the point has no per-query {MAIN_SCORE}: re-run `csbench robust`"
+            )
+        by_id = dict(zip(point["queries"]["id"], point["queries"][MAIN_SCORE], strict=True))
+        scores = np.array([by_id[q] for q in ids], dtype=np.float64)
+        if perturbation in fixed:
+            curves[perturbation] = {float(ratio): float(scores.mean())}
+        else:
+            curves.setdefault(perturbation, {0.0: float(clean_scores.mean())})[float(ratio)] = float(scores.mean())
+            at.setdefault(float(ratio), []).append(scores)
+    return {
+        "metric": MAIN_SCORE,
+        "clean": float(clean_scores.mean()),
+        "curves": {p: {paths.ratio_label(r): m for r, m in sorted(c.items())} for p, c in curves.items()},
+        "summary": robustness_summary(curves),
+        "robust": {paths.ratio_label(r): robust_mrr(np.stack(v, axis=1)) for r, v in sorted(at.items())},
     }
 
 
@@ -91,13 +144,14 @@ def robustness_record(run, config) -> dict[str, Any]:
     """Read the clean ranks and every perturbed point of ``run`` (as the config lists them)."""
     protocol = config.robustness.get("protocol", "full-corpus")
     clean = read_clean(run.path, protocol)
+    clean_graded = read_clean_graded(run.path, protocol)
     points: dict[tuple[str, float], dict] = {}
     for perturbation, ratio in config.perturbation_points():
         file = paths.robust_point_file(run.path, perturbation, ratio)
         if not file.is_file():
             raise FileNotFoundError(f"{file} is missing: run `csbench robust` for {run.path} first")
         points[(perturbation, ratio)] = json.loads(file.read_text(encoding="utf-8"))
-    record = build_record(clean, points, protocol)
+    record = build_record(clean, points, protocol, clean_graded)
     return {"run": run.as_dict(), "seed": int(config.robustness.get("seed", 0)), **record}
 
 

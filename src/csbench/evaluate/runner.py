@@ -22,9 +22,9 @@ import pandas as pd
 from tqdm import tqdm
 
 from csbench.evaluate.metrics import rank_of_correct
+from csbench.evaluate.outcomes import GradedOutcome, _with_ties
 from csbench.evaluate.outcomes import MatchingOutcome as MatchingOutcome
 from csbench.evaluate.outcomes import ProtocolOutcome as ProtocolOutcome
-from csbench.evaluate.outcomes import _with_ties
 from csbench.evaluate.outcomes import tie_note as tie_note
 from csbench.evaluate.outcomes import top_k as top_k
 from csbench.evaluate.pair_matching import MATCH_PAIRS as MATCH_PAIRS
@@ -41,10 +41,12 @@ from csbench.evaluate.pool_index import load_pool_index as load_pool_index
 from csbench.evaluate.protocols import (
     FUNCNAME_KIND,
     PROTOCOLS,
+    Graded,
     MatchingPairs,
     Plan,
     codebase_plan,
     funcname_pool,
+    graded_plan,
     without_special_tokens,
 )
 
@@ -68,7 +70,10 @@ def _plans(pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | No
     plans: dict[str, tuple[str, Plan]] = {}
     for name in ranking_protocols(protocols):
         protocol = PROTOCOLS.get(name)
-        if protocol.uses_codebase and with_codebase:
+        if isinstance(protocol, Graded):  # the whole corpus: the codebase where there is one
+            kind = "codebase" if with_codebase else "test"
+            plans[name] = (kind, graded_plan(len(ids), len(codebase) if with_codebase else len(ids)))
+        elif protocol.uses_codebase and with_codebase:
             plans[name] = ("codebase", codebase_plan(pool["url"].tolist(), codebase["url"].tolist()))
         elif protocol.texts == FUNCNAME_KIND and not _has_func_names(pool):
             plans[name] = ("test", Plan([], np.full(len(ids), -1, dtype=np.int64), NO_FUNC_NAMES_NOTE))
@@ -180,6 +185,7 @@ def search(
     memory_mb: float = DEFAULT_MEMORY_MB,
     latency: bool = True,
     matching_setup: MatchingSetup | None = None,
+    qrels: pd.DataFrame | None = None,
 ) -> tuple[dict[str, ProtocolOutcome | MatchingOutcome], dict[str, float]]:
     """Rank each query of the test split ``pool`` (or ``queries``, one text per test record: a
     perturbed query set) against the indexed pools under each protocol; decide the pairs of a
@@ -187,7 +193,8 @@ def search(
     threshold chosen on ``valid``, the validation split). ``latency``:
     also time ``LATENCY_SAMPLE`` queries answered one at a time (the timings' latency figures);
     a caller that discards the timings turns it off, since one-by-one encoding dominates a dense
-    model's search."""
+    model's search. ``qrels``: the dataset's relevance judgements (``csbench.evaluate.qrels``'s
+    QRELS_COLUMNS) for a graded protocol; None: each query's own code (or url) is relevant."""
     ids = pool["id"].tolist()
     plans = _plans(pool, protocols, codebase)
     kinds = pool_kinds(pool, protocols, codebase, valid)
@@ -221,7 +228,12 @@ def search(
             name: without_special_tokens(p, queries, codes, setup.special_tokens) if p.source == "released" else p
             for name, p in pairs.items()
         }
-    job = _Search(index, plans, pairs, ids, queries, run_depth, run_name, memory_mb, progress, kind_queries)
+    relevance = None
+    if any(plan.order == "qrels" for _, plan in plans.values()):
+        from csbench.evaluate.graded import graded_relevance
+
+        relevance = graded_relevance(pool, codebase, qrels)
+    job = _Search(index, plans, pairs, ids, queries, run_depth, run_name, memory_mb, progress, kind_queries, relevance)
     if all(hasattr(index.retrievers[kind], "score_pairs") for kind in searched):
         outcomes, pair_scores = _search_pairs(job)
     elif all(_is_dense(index.retrievers[kind]) for kind in searched):
@@ -253,6 +265,31 @@ class _Search:
     memory_mb: float
     progress: bool
     kind_queries: dict[str, list[str]] = field(default_factory=dict)  # a pool kind's own queries (FuncName)
+    relevance: list[dict[str, int]] | None = None  # graded protocols: each query's relevant documents
+
+    def new_outcome(self, name: str, plan: Plan) -> ProtocolOutcome:
+        """The empty outcome of protocol ``name`` (a graded one keeps trec_eval's measures too)."""
+        return GradedOutcome(name, plan.note) if plan.order == "qrels" else ProtocolOutcome(name, plan.note)
+
+    def record_graded(self, outcome: ProtocolOutcome, i: int, names: list[str], top: np.ndarray, scores) -> None:
+        """Query i's top list (``top``: rows of the pool ``names``, -1 padding) into a graded outcome."""
+        from csbench.evaluate.graded import record_graded
+
+        protocol = PROTOCOLS.get(outcome.protocol)
+        kept = top >= 0
+        doc_ids = [names[j] for j in top[kept]]
+        assert isinstance(outcome, GradedOutcome) and self.relevance is not None
+        record_graded(
+            outcome,
+            self.ids[i],
+            doc_ids,
+            np.asarray(scores, dtype=np.float64)[kept],
+            self.relevance[i],
+            len(names),
+            protocol.depth,
+            protocol.cutoffs,
+            self.run_name,
+        )
 
     def queries_of(self, kind: str) -> list[str]:
         """The queries ranked against the ``kind`` pool."""
@@ -266,7 +303,7 @@ def _search_rows(job: _Search) -> Searched:
     """Any retriever: each query scored once against each pool it needs; every protocol reads the row."""
     index, plans, pairs, ids, queries = job.index, job.plans, job.pairs, job.ids, job.queries
     run_depth, run_name, progress = job.run_depth, job.run_name, job.progress
-    outcomes = {name: ProtocolOutcome(name, plan.note) for name, (_, plan) in plans.items()}
+    outcomes = {name: job.new_outcome(name, plan) for name, (_, plan) in plans.items()}
     pair_scores = {name: np.empty(p.labels.size, dtype=np.float64) for name, p in pairs.items()}
     # pair j of a matching protocol is (query pairs.queries[j], code pairs.codes[j]): index them by query
     pair_rows = {name: _rows_by_query(p.queries, len(ids)) for name, p in pairs.items()}
@@ -287,6 +324,12 @@ def _search_rows(job: _Search) -> Searched:
             if candidates is None:
                 continue
             local = _row(scores, index, kind, job.queries_of(kind)[i])[candidates]
+            if plan.order == "qrels":  # the row's best ``depth``, scored against the judgements
+                depth = min(PROTOCOLS.get(name).depth, local.size)
+                finite = np.where(np.isnan(local), -np.inf, local)
+                head = np.argpartition(-finite, depth - 1)[:depth] if 0 < depth < local.size else np.arange(depth)
+                job.record_graded(outcomes[name], i, pool_ids[kind], candidates[head], finite[head])
+                continue
             if name in chunk_scores:
                 chunk_scores[name][plan.group_of[i]][int(np.flatnonzero(candidates == i)[0])] = local
                 continue
@@ -377,7 +420,7 @@ def _search_pairs(job: _Search) -> Searched:
     index, plans, pairs, ids, queries = job.index, job.plans, job.pairs, job.ids, job.queries
     run_depth, run_name = job.run_depth, job.run_name
     outcomes: dict[str, ProtocolOutcome] = {}
-    matching_only = getattr(index.retrievers["test"], "matching_only", False)
+    matching_only = any(getattr(r, "matching_only", False) for r in index.retrievers.values())
     for name, (kind, plan) in plans.items():
         if plan.per_query is None or matching_only:
             note = MATCHING_ONLY_NOTE if matching_only else CROSS_NOTE
@@ -433,8 +476,22 @@ def _search_dense(job: _Search) -> Searched:
     for name, (kind, plan) in plans.items():
         q_vectors, c_vectors = vectors[kind]
         names = index.pool_ids[kind]
-        outcome = ProtocolOutcome(name, plan.note)
+        outcome = job.new_outcome(name, plan)
         per_query: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
+        if plan.order == "qrels":  # each query's best ``depth`` of the whole corpus, scored against qrels
+            group = plan.groups[0]
+            result = ranking.rank_dense(
+                q_vectors,
+                c_vectors[group],
+                np.zeros(len(ids), dtype=np.int64),  # any row: only the top lists are read
+                min(PROTOCOLS.get(name).depth, group.size),
+                memory_mb=memory_mb,
+                progress=progress,
+            )
+            for i in range(len(ids)):  # the group is the whole pool: top rows are pool rows
+                job.record_graded(outcome, i, names, result.top[i], result.top_scores[i])
+            outcomes[name] = outcome
+            continue
         if plan.axis == "code":  # CodeSearchNet's compute_ranks: each chunk's codes rank its queries
             for group in plan.groups:
                 matrix = ranking.chunk_matrix(q_vectors[group], c_vectors[group], plan.distance)

@@ -21,6 +21,10 @@ Families:
 - ``api``: embedding endpoints of the OpenAI HTTP API (``ada-2``; :mod:`csbench.api`,
   :mod:`csbench.models.api`), zero-shot bi-encoders: every protocol ranks with them as with a local
   one. A config may add any endpoint (``models: {my-emb: {family: api, model: <name>, base_url: <url>}}``).
+- ``python``: a user's own encoder class, bring your own model (:mod:`csbench.models.python`): the
+  BEIR / MTEB protocol (``encode_queries`` / ``encode_corpus``, or ``encode``), loaded from an installed
+  package or the config's ``path`` (``models: {my-model: {family: python, class: pkg.module:Class}}``
+  or ``entry_point: <name>`` of the group ``csbench.models``); a zero-shot bi-encoder like ``hf``'s.
 - ``llm``: chat endpoints (``gpt-3.5-turbo``; :mod:`csbench.models.llm`) answering GeCS's match /
   no-match prompt per pair: evaluated under ``matching`` only (``family: llm`` in a config, as above).
 
@@ -50,7 +54,8 @@ class Retriever(Protocol):
     def scores(self, query: str) -> np.ndarray: ...
 
 
-FAMILIES = ("lexical", "csn", "hf", "cross", "seq2seq", "api", "llm")
+FAMILIES = ("lexical", "csn", "hf", "cross", "seq2seq", "api", "llm", "python")
+PYTHON_FAMILY = "python"  # a user's class (csbench.models.python); no registered model has it
 API_FAMILIES = ("api", "llm")  # models behind an OpenAI-compatible endpoint (csbench.api)
 SUMMARIZATION_FAMILY = "seq2seq"  # the family whose models summarize code instead of retrieving it
 
@@ -145,6 +150,10 @@ def declared_params(family: str) -> Callable[[], dict[str, dict[str, Any]]]:
             from csbench.summarization.models.defaults import SEQ2SEQ_PARAMS
 
             return SEQ2SEQ_PARAMS
+        if family == PYTHON_FAMILY:
+            from csbench.models.python_spec import PYTHON_PARAMS
+
+            return PYTHON_PARAMS
         if family in API_FAMILIES:
             from csbench.api import defaults as api
 
@@ -165,6 +174,13 @@ def endpoint_custom_defaults(family: str) -> Callable[[], dict[str, Any]]:
     """The parameters of a config-defined endpoint model (``family: api`` or ``llm``) before its own
     (``model`` required; ``base_url`` defaults to OpenAI's)."""
     return _endpoint_defaults(family)("")
+
+
+def python_custom_defaults() -> dict[str, Any]:
+    """The parameters of a user's model (``family: python``) before its own (``class`` or ``entry_point``)."""
+    from csbench.models.python_spec import python_defaults
+
+    return python_defaults()
 
 
 def hf_custom_defaults() -> dict[str, Any]:

@@ -53,7 +53,8 @@ def model_loader(
 ) -> Callable[[], Any] | None:
     """What (re)builds a run's model when it is first needed: the trained ``checkpoint`` (``best/``),
     or the pretrained encoder for a zero-shot run, or an endpoint's client (``cache_dir``: its response
-    cache, the config's ``api.cache_dir``); None for a lexical model (nothing to load). A run's saved
+    cache, the config's ``api.cache_dir``), or a user's class (``python``: imported as the config names
+    it); None for a lexical model (nothing to load). A run's saved
     index is read back with this loader, made from the config, never from the index."""
     if spec.family == "lexical":
         return None
@@ -61,6 +62,10 @@ def model_loader(
         from csbench.models.api import api_loader
 
         return api_loader(_own(params), cache_dir)
+    if spec.family == "python":
+        from csbench.models.python import python_loader
+
+        return python_loader(spec.name, _own(params))
     if spec.family == "llm":
         from csbench.models.api import ClientFactory
 
@@ -89,9 +94,9 @@ def retriever_factory(
     dataset: str | None = None,
 ) -> Callable[[], Retriever]:
     """A factory of fresh retrievers for the run: BM25 from its parameters; a dense retriever over the
-    trained ``checkpoint`` (``best/``), or over the pretrained encoder for a zero-shot run; an
-    endpoint's retriever (``api``) or matcher (``llm``: its prompt is ``dataset``'s), whose answers are
-    cached in ``cache_dir``."""
+    trained ``checkpoint`` (``best/``), or over the pretrained encoder for a zero-shot run, or over a
+    user's class (``python``); an endpoint's retriever (``api``) or matcher (``llm``: its prompt is
+    ``dataset``'s), whose answers are cached in ``cache_dir``."""
     if spec.family == "lexical":
         return functools.partial(spec.factory, _own(params))
     loader = model_loader(spec, params, checkpoint, cache_dir)
@@ -100,6 +105,11 @@ def retriever_factory(
 
         embedder = loader()  # one client (and one usage count) for the pools of a run
         return functools.partial(ApiRetriever, embedder, int(params.get("batch_size", 256)), False, loader)
+    if spec.family == "python":
+        from csbench.models.python import PythonRetriever
+
+        encoder = loader()  # one instance of the user's class for the pools of a run
+        return functools.partial(PythonRetriever, encoder, int(params.get("batch_size", 128)), False, loader)
     if spec.family == "llm":
         from csbench.models.llm import LlmMatcher
 

@@ -19,7 +19,7 @@ def download(ctx: Context, dataset: str, accept_changed: bool = False, rehash: b
     """``data/raw/<dataset>``, with its MANIFEST.json and SHA256SUMS. ``accept_changed`` records files
     the reader reads that changed since the manifest recorded them (else an error); ``rehash``
     measures every checksum again."""
-    from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
+    from csbench.datasets import LOCAL_SOURCE_KIND
 
     config = ctx.config
     if dataset not in config.datasets:
@@ -39,10 +39,15 @@ def download(ctx: Context, dataset: str, accept_changed: bool = False, rehash: b
         write_text(target / "SHA256SUMS", f"# {dataset}: a local corpus (source {options['source']}); no files\n")
         log.info("%s is a local corpus (source %s): nothing to download", dataset, options["source"])
         return target
+    from csbench.datasets.base import BEIR_KIND
     from csbench.datasets.download import fetch_dataset
 
+    if config.dataset_kind(dataset) == BEIR_KIND:  # a hub id: written from the HF cache / hub first
+        from csbench.datasets.beir import download_beir
+
+        log.info("%s", download_beir(dataset, config.dataset_options(dataset), target))
     manifest = fetch_dataset(
-        DATASETS.get(dataset),
+        config.dataset_spec(dataset),
         target.parent,
         options=config.dataset_options(dataset),
         accept_changed=accept_changed,

@@ -15,7 +15,7 @@ from csbench.io import sha256_file, write_json, write_text
 from csbench.phases import Context
 from csbench.phases import index as index_phase
 from csbench.phases.inputs import attacked as attacked_input
-from csbench.phases.inputs import prepared, unstamp
+from csbench.phases.inputs import graded_judgements, prepared, unstamp
 from csbench.stamps import Verified, write_stamp
 
 log = logging.getLogger("csbench")
@@ -37,6 +37,8 @@ def evaluate(ctx: Context, run: RunKey) -> Path:
     started = time.perf_counter()
     pool, codebase, valid = index_phase.read_pools(attacked, evaluation["protocols"])
     setup, matching_inputs = matching_setup(ctx, run, index)
+    judgements, qrels_inputs = graded_judgements(ctx, run.dataset, evaluation["protocols"])
+    matching_inputs |= qrels_inputs
     outcomes, timings = search(
         index,
         pool,
@@ -48,6 +50,7 @@ def evaluate(ctx: Context, run: RunKey) -> Path:
         valid=valid,
         memory_mb=float(evaluation.get("memory_mb", DEFAULT_MEMORY_MB)),
         matching_setup=setup,
+        qrels=judgements,
     )
     written, scores, protocol_info = _write_outcomes(out, run, outcomes)
     written += _write_answers(out, index, pool["id"].tolist(), protocol_info)
@@ -59,7 +62,7 @@ def evaluate(ctx: Context, run: RunKey) -> Path:
     read += [files["valid"]] if valid is not None else []
     read += [Path(name) for name in matching_inputs]  # released pairs, a borrowed threshold's split
     usage = api_usage(index)
-    _write_records(out, ctx, run, timings, read, usage)
+    _write_records(out, ctx, run, timings, read, usage, model_source(index))
     if usage:
         log.info("%s: API usage %s", run.path, json.dumps(usage, sort_keys=True))
     write_json(
@@ -106,10 +109,40 @@ def _write_outcomes(out: Path, run: RunKey, outcomes: dict) -> tuple[list[str], 
         with atomic_open(out / f"run.{name}.trec.gz", "wb") as handle:
             handle.write(trec_bytes(outcome.run_lines))
         written.append(f"run.{name}.trec.gz")
+        written += _write_graded(out, name, outcome)
         if outcome.plan_note:
             log.warning("%s %s: %s", run.path, name, outcome.plan_note)
     write_text(out / "ranks.tsv", "\n".join(ranks_lines) + "\n")
     return written, scores, protocol_info
+
+
+def graded_file(protocol: str) -> str:
+    """The per-query measures of a graded protocol's run, below the run's folder."""
+    return f"qrels.{protocol}.tsv"
+
+
+def _write_graded(out: Path, name: str, outcome) -> list[str]:
+    """A graded protocol's per-query trec_eval measures (``qrels.<protocol>.tsv``: query id, then one
+    column per measure, full precision); [] for any other protocol."""
+    from csbench.evaluate.outcomes import GradedOutcome
+
+    if not isinstance(outcome, GradedOutcome):
+        return []
+    columns = list(outcome.graded[0]) if outcome.graded else []
+    lines = ["\t".join(["query_id", *columns])]
+    lines += [
+        "\t".join([query, *(repr(float(row[c])) for c in columns)])
+        for query, row in zip(outcome.query_ids, outcome.graded, strict=True)
+    ]
+    write_text(out / graded_file(name), "\n".join(lines) + "\n")
+    return [graded_file(name)]
+
+
+def model_source(index) -> dict | None:
+    """Which class, distribution (and version) and revision a user's model (family ``python``) is, as
+    its index records it (any pool's: the protocols may rank the codebase only); None for any other model."""
+    found = [r.model_source() for r in index.retrievers.values() if hasattr(r, "model_source")]
+    return found[0] if found else None
 
 
 def api_usage(index) -> dict | None:
@@ -129,7 +162,7 @@ def _write_answers(out: Path, index, ids: list[str], protocol_info: dict) -> lis
     unparseable count); [] for any other model."""
     from csbench.io import atomic_open
 
-    matcher = index.retrievers["test"]
+    matcher = index.retrievers.get("test")  # absent when every protocol ranks the codebase
     if not getattr(matcher, "parses_answers", False):
         return []
     record = matcher.record()
@@ -145,11 +178,18 @@ def _write_answers(out: Path, index, ids: list[str], protocol_info: dict) -> lis
 
 
 def _write_records(
-    out: Path, ctx: Context, run: RunKey, timings: dict, inputs: list[Path], usage: dict | None = None
+    out: Path,
+    ctx: Context,
+    run: RunKey,
+    timings: dict,
+    inputs: list[Path],
+    usage: dict | None = None,
+    source: dict | None = None,
 ) -> None:
     """``provenance.json``: the parameters, the files read (and a trained run's ``train.json``),
     the timings and COBE's efficiency figures (with the training's, for a trained run; an endpoint
-    model's requests and tokens: ``api_usage``)."""
+    model's requests and tokens: ``api_usage``); a user's model's class, distribution and revision
+    (``model_source``)."""
     from csbench.provenance import provenance
 
     params = {"model": ctx.config.model_params(run.model), "evaluation": ctx.config.section("evaluation")}
@@ -171,7 +211,13 @@ def _write_records(
     write_json(
         out / "provenance.json",
         provenance(
-            phase="evaluate", params=params, inputs=inputs, seed=run.seed, timings=timings, efficiency=efficiency
+            phase="evaluate",
+            params=params,
+            inputs=inputs,
+            seed=run.seed,
+            timings=timings,
+            efficiency=efficiency,
+            model_source=source,
         ),
     )
 

@@ -100,3 +100,23 @@ def run_key(config: Config, dataset: str, attack: str, model: str, loss: str, se
             "grid.trained (summarizers: loss xent, seeds and inference from grid.summarization)"
         )
     return run
+
+
+def graded_judgements(ctx: Context, dataset: str, protocols: list[str]):
+    """The dataset's relevance judgements (``qrels.parquet`` of its prepared folder, where prepare wrote
+    them) when a graded protocol (``qrels``) is among ``protocols``, and the file read (for the stamp);
+    (None, {}) otherwise: each query's own code is then its one relevant document."""
+    from csbench.datasets.judgements import QRELS_FILE
+    from csbench.evaluate.protocols import PROTOCOLS, Graded
+
+    if not any(isinstance(PROTOCOLS.get(name), Graded) for name in protocols):
+        return None, {}
+    if not ctx.config.has_qrels(dataset):
+        return None, {}
+    source = prepared(ctx, dataset)
+    if not source.has(QRELS_FILE):
+        raise FileNotFoundError(
+            f"{source.folder / QRELS_FILE}: the relevance judgements of {dataset} are missing; re-run "
+            f"`{prepare_command(ctx, dataset)}`"
+        )
+    return source.frame(QRELS_FILE), source.inputs([QRELS_FILE])

@@ -40,6 +40,8 @@ def prepare(ctx: Context, dataset: str) -> Path:
     outputs = [*split_names(), "card.json", "card.md"]
     if card.get("released_pairs"):
         outputs.append(card["released_pairs"]["file"])
+    if card.get("qrels"):
+        outputs.append(card["qrels"]["file"])
     write_stamp(out, "prepare", lineage.prepare(config, dataset), inputs, outputs)
     log_code_layout(dataset, card)
     counts = ", ".join(f"{s} {v['pairs']}" for s, v in card["splits"].items())
@@ -53,6 +55,10 @@ def _card_md(card: dict) -> str:
 
     if card["kind"] == LOCAL_SOURCE_KIND:
         return card_markdown(card) + "".join(line + "\n" for line in code_layout_markdown(card))
+    if card.get("beir"):  # a BEIR dataset: its judgements, duplicates and ties (csbench.datasets.beir)
+        from csbench.datasets.beir import beir_audit_markdown
+
+        return release_card_markdown(card) + "".join(line + "\n" for line in beir_audit_markdown(card["beir"]))
     return release_card_markdown(card)
 
 
@@ -85,13 +91,13 @@ def _prepare_local(ctx: Context, dataset: str, out: Path) -> dict:
 
 def _prepare_release(ctx: Context, dataset: str, out: Path) -> dict:
     """Read a downloaded release into the splits (and its labelled pairs); the dataset card."""
-    from csbench.datasets import DATASETS
-    from csbench.datasets.base import SkipReport
+    from csbench.datasets.base import BEIR_KIND, SkipReport
     from csbench.datasets.download import verify_raw
+    from csbench.datasets.judgements import write_qrels
     from csbench.datasets.prepare import SplitWriter
     from csbench.datasets.released_pairs import write_released_pairs
 
-    spec = DATASETS.get(dataset)
+    spec = ctx.config.dataset_spec(dataset)
     raw = paths.raw_dir(dataset)
     if spec.reader is None:
         raise ValueError(f"dataset {dataset!r} has no query/code pairs to prepare (see its module)")
@@ -104,6 +110,12 @@ def _prepare_release(ctx: Context, dataset: str, out: Path) -> dict:
             writer.add(record)
     splits = {s: writer.stats[s].as_dict() for s in paths.ALL_SPLITS}
     released_pairs = write_released_pairs(spec, raw, options, out)  # GeCS clf pairs, for matching
+    qrels = write_qrels(spec, raw, options, out)  # BEIR's graded judgements, for the qrels protocol
+    beir = None
+    if spec.kind == BEIR_KIND:  # the leakage / duplicate audit every BEIR dataset's card carries
+        from csbench.datasets.beir import beir_audit
+
+        beir = beir_audit(raw, options)
     mismatches = {
         s: {"expected": n, "prepared": splits.get(s, {}).get("pairs")}
         for s, n in spec.expected_counts.items()
@@ -130,5 +142,7 @@ def _prepare_release(ctx: Context, dataset: str, out: Path) -> dict:
         "count_mismatches": mismatches,
         "splits": splits,
         "released_pairs": released_pairs,  # None: the release has no labelled matching pairs
+        "qrels": qrels,  # None: no relevance judgements (each query's own code is relevant)
+        **({"beir": beir} if beir is not None else {}),
         "params_sha256": canonical_hash({"options": options}),
     }

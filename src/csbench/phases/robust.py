@@ -17,7 +17,7 @@ from csbench.io import write_json
 from csbench.phases import Context
 from csbench.phases import index as index_phase
 from csbench.phases.inputs import attacked as attacked_input
-from csbench.phases.inputs import checked, configs, kept_outputs, unstamp
+from csbench.phases.inputs import checked, configs, graded_judgements, kept_outputs, unstamp
 from csbench.stamps import write_stamp
 
 log = logging.getLogger("csbench")
@@ -66,6 +66,9 @@ def robust(ctx: Context, run: RunKey, perturbation: str | None = None, ratio: st
     index, _ = index_phase.load_index(run, ctx, attacked)
     pools = attacked.frame("test.parquet"), attacked.frame(f"{paths.POOL_SPLIT}.parquet")
     inputs = attacked.inputs(["test.parquet", f"{paths.POOL_SPLIT}.parquet"])
+    protocol = config.robustness.get("protocol", "full-corpus")
+    judgements, qrels_inputs = graded_judgements(ctx, run.dataset, [protocol])
+    inputs |= qrels_inputs
     point_files = []
     bar = tqdm(files.items(), desc=f"{run.path} robustness", unit="point", disable=not ctx.progress)
     for point, queries_file in bar:
@@ -73,7 +76,7 @@ def robust(ctx: Context, run: RunKey, perturbation: str | None = None, ratio: st
         name = queries_file.relative_to(query_set.folder).as_posix()
         perturbed = query_set.frame(name).set_index("id")["query"]
         inputs[queries_file.as_posix()] = query_set.digest(name)
-        point_files.append(_point(ctx, run, index, pools, point, perturbed, queries_file))
+        point_files.append(_point(ctx, run, index, pools, point, perturbed, queries_file, judgements))
     written = [file.relative_to(out).as_posix() for file in point_files]
     # (not the index's SHA256SUMS: index.json holds its encoding time; this stamp is the same under
     # both drivers, as the points are)
@@ -82,7 +85,7 @@ def robust(ctx: Context, run: RunKey, perturbation: str | None = None, ratio: st
 
 
 def _point(ctx: Context, run: RunKey, index, pools: tuple[pd.DataFrame, pd.DataFrame], point: tuple[str, float],
-           perturbed: pd.Series, queries_file: Path) -> Path:  # fmt: skip
+           perturbed: pd.Series, queries_file: Path, judgements: pd.DataFrame | None = None) -> Path:  # fmt: skip
     """One point of the curves: the run's model on the perturbed queries (by query id) of one query
     set under the robustness protocol, per-query ranks included; its file."""
     from csbench.evaluate.runner import DEFAULT_MEMORY_MB, search
@@ -105,6 +108,7 @@ def _point(ctx: Context, run: RunKey, index, pools: tuple[pd.DataFrame, pd.DataF
         codebase=codebase,
         memory_mb=float(config.section("evaluation").get("memory_mb", DEFAULT_MEMORY_MB)),
         latency=False,  # the point records no timings
+        qrels=judgements,
     )
     outcome = outcomes[protocol]
     point_file = paths.robust_point_file(run.path, perturbation, ratio)
@@ -118,10 +122,21 @@ def _point(ctx: Context, run: RunKey, index, pools: tuple[pd.DataFrame, pd.DataF
             "protocol": protocol,
             "metrics": outcome.metrics(),
             "note": outcome.plan_note,
-            "queries": {"id": outcome.query_ids, "rank": outcome.ranks, "top1": outcome.top1},
+            "queries": {"id": outcome.query_ids, "rank": outcome.ranks, "top1": outcome.top1, **graded_scores(outcome)},
         },
     )
     mrr = outcome.metrics()["mrr"]
     label = paths.ratio_label(ratio)
     log.info("%s %s@%s: %s MRR %s", run.path, perturbation, label, protocol, f"{mrr:.4f}" if outcome.ranks else "n/a")
     return point_file
+
+
+def graded_scores(outcome) -> dict[str, list[float]]:
+    """A graded protocol's per-query main score (nDCG@10), for the nDCG curves and robust nDCG of
+    ``robustness.json``; {} for a single-answer protocol (its ranks say all)."""
+    from csbench.evaluate.outcomes import GradedOutcome
+    from csbench.evaluate.qrels import MAIN_SCORE
+
+    if not isinstance(outcome, GradedOutcome):
+        return {}
+    return {MAIN_SCORE: [row[MAIN_SCORE] for row in outcome.graded]}

@@ -20,6 +20,8 @@ SUMMARY_METRICS = ("mrr", "r@1", "r@5", "r@10", "ndcg@10", "mean_rank", "median_
 # a chat model's matching (issue #26): accuracy over its parsed answers (GeCS re-asked the rest by hand),
 # and the answers it could not parse (scored as wrong in accuracy)
 SUMMARY_METRICS += ("accuracy_parsed", "n_unparseable")
+# the graded protocol (qrels, issue #27): BEIR's and MTEB's headline figures besides nDCG@10
+SUMMARY_METRICS += ("map@10", "recall@100")
 SUMMARY_METRICS += ("bleu1", "bleu2", "bleu3", "bleu4", "bleu_composite", "smoothed_bleu4")
 BASELINE_ATTACK = "no_comment"  # every other attack is compared with it (thesis section 3.3.1)
 DROP_COLUMN = "mrr_drop_vs_no_comment_%"  # relative_drop of MRR against no_comment: positive = loss
@@ -72,7 +74,7 @@ def llm_note(record: dict) -> str:
     return (
         f"chat model asked prompt `{record.get('prompt')}` (max_tokens {record.get('max_tokens')}, temperature "
         f"{record.get('temperature') if record.get('temperature') is not None else 'server default'}): "
-        f"\"{template}\"; {record.get('n_unparseable', 0)} of {record.get('n_answers', 0)} answers unparseable "
+        f'"{template}"; {record.get("n_unparseable", 0)} of {record.get("n_answers", 0)} answers unparseable '
         "(decided as no match), every raw answer in the run's llm_answers.jsonl"
     )
 
@@ -168,6 +170,17 @@ def robustness_long(record: dict) -> list[dict]:
         add(ROBUST_MRR_PERTURBATION, float(label), "robust_mrr", value)
     for name in ("macro", "micro"):
         add(name, None, "ir_auc", summary[f"{name}_ir_auc"])
+    graded = record.get("graded")
+    if graded:  # a graded protocol (qrels): the same figures of its main score, nDCG@10
+        metric = graded["metric"]
+        for name, curve in graded["curves"].items():
+            for label, value in curve.items():
+                add(name, float(label), metric, value)
+            add(name, None, f"ir_auc_{metric}", graded["summary"]["per_perturbation"][name]["ir_auc"])
+        for label, value in graded["robust"].items():
+            add(ROBUST_MRR_PERTURBATION, float(label), f"robust_{metric}", value)
+        for name in ("macro", "micro"):
+            add(name, None, f"ir_auc_{metric}", graded["summary"][f"{name}_ir_auc"])
     return rows
 
 
@@ -179,10 +192,17 @@ def robustness_frames(records: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFr
     for run_path, record in records.items():
         base = {"run_id": run_path, **record["run"], "protocol": record["protocol"]}
         by_point: dict[tuple[str, float], dict] = {}  # first appearance: the curves', then robust MRR
+        by_auc: dict[str, dict] = {}
         for row in robustness_long(record):
             name, ratio, metric = row["perturbation"], row["ratio"], row["metric"]
-            if metric == "ir_auc":
-                aucs.append({**base, "perturbation": name, "ir_auc": row["value"]})
+            if metric.startswith("ir_auc"):  # ir_auc (of MRR), ir_auc_ndcg@10 (a graded protocol's)
+                if name not in by_auc:
+                    by_auc[name] = {**base, "perturbation": name}
+                    aucs.append(by_auc[name])
+                by_auc[name][metric] = row["value"]
+                continue
+            if metric.startswith("robust_") and metric != "robust_mrr":  # robust nDCG@10: beside robust MRR
+                by_point[(name, ratio)][metric.removeprefix("robust_")] = row["value"]
                 continue
             if (name, ratio) not in by_point:
                 # a curve point names every column (None where the record has no value); robust MRR only its own
@@ -214,19 +234,46 @@ def robustness_markdown(records: dict[str, dict], links: str = "") -> list[str]:
         "|---|---|---:|" + "---:|" * (len(names) + 3),
     ]
     for run_path, record in records.items():
-        per = record["summary"]["per_perturbation"]
-        cells = [f"{per[n]['ir_auc']:.4f}" if n in per else "n/a" for n in names]
-        micro = record["summary"]["micro_ir_auc"]
-        robust = list(record["robust_mrr"].values())
-        lines.append(
-            f"| {run_path} | {record['protocol']} | {record['clean_mrr']:.4f} | "
-            + " | ".join(cells)
-            + f" | {record['summary']['macro_ir_auc']:.4f} | {'n/a' if micro is None else f'{micro:.4f}'}"
-            + f" | {f'{robust[-1]:.4f}' if robust else 'n/a'} |"
-        )
+        row = (record["protocol"], record["clean_mrr"], record["summary"], list(record["robust_mrr"].values()))
+        lines.append(_ir_auc_row(run_path, names, *row))
+    lines += _graded_robustness_markdown(records, names)
     lines.append("")
     lines += [f"![robustness of {run_path}]({links}robustness/{run_path}/robustness.png)" for run_path in records]
     return lines
+
+
+def _graded_robustness_markdown(records: dict[str, dict], names: list[str]) -> list[str]:
+    """The same table of nDCG@10 for the runs whose robustness protocol is graded (qrels); [] without."""
+    graded = {path: record["graded"] for path, record in records.items() if record.get("graded")}
+    if not graded:
+        return []
+    metric = next(iter(graded.values()))["metric"]
+    lines = [
+        "",
+        f"Graded protocol (relevance judgements): the same figures of {metric} (IR-AUC of its curve, robust "
+        f"{metric}: each query's lowest {metric} over the perturbations at the largest ratio).",
+        "",
+        f"| run | protocol | clean {metric} | " + " | ".join(names) + f" | macro | micro | robust {metric} |",
+        "|---|---|---:|" + "---:|" * (len(names) + 3),
+    ]
+    for run_path, record in graded.items():
+        row = (records[run_path]["protocol"], record["clean"], record["summary"], list(record["robust"].values()))
+        lines.append(_ir_auc_row(run_path, names, *row))
+    return lines
+
+
+def _ir_auc_row(run_path: str, names: list[str], protocol: str, clean: float, summary: dict, robust: list) -> str:
+    """One run's row of an IR-AUC table: the clean score, the IR-AUC of each perturbation in ``names``,
+    macro, micro, and the robust score at the largest ratio."""
+    per = summary["per_perturbation"]
+    cells = [f"{per[n]['ir_auc']:.4f}" if n in per else "n/a" for n in names]
+    micro = summary["micro_ir_auc"]
+    return (
+        f"| {run_path} | {protocol} | {clean:.4f} | "
+        + " | ".join(cells)
+        + f" | {summary['macro_ir_auc']:.4f} | {'n/a' if micro is None else f'{micro:.4f}'}"
+        + f" | {f'{robust[-1]:.4f}' if robust else 'n/a'} |"
+    )
 
 
 def _spread_cell(spread: dict | None) -> str:

@@ -195,11 +195,11 @@ def changes_text(spec: DatasetSpec, options: dict[str, Any] | None = None, raw_r
 def config_changes(config: Any, dataset: str, raw_root: Path = Path("data/raw")) -> str:
     """:func:`changes_text` for a dataset of an experiment config (:class:`csbench.config.Config`);
     "" for a local corpus (nothing downloaded). The Snakefile's download rule takes it as a parameter."""
-    from csbench.datasets import DATASETS, LOCAL_SOURCE_KIND
+    from csbench.datasets import LOCAL_SOURCE_KIND
 
     if config.dataset_kind(dataset) == LOCAL_SOURCE_KIND:
         return ""
-    return changes_text(DATASETS.get(dataset), config.dataset_options(dataset), raw_root)
+    return changes_text(config.dataset_spec(dataset), config.dataset_options(dataset), raw_root)
 
 
 def changed_message(spec: DatasetSpec, layout: Layout, changes: list[str], command: str) -> str:
