@@ -220,6 +220,27 @@ def cmd_challenge_beir(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    """Inspect, empty or trim the embedding cache (csbench.cache.embeddings)."""
+    import json
+
+    from csbench.cache.embeddings import EmbeddingCache, format_stats
+
+    cache = EmbeddingCache(args.root)
+    if args.action == "stats":
+        stats = cache.stats()
+        sys.stdout.write(json.dumps(stats, indent=2) + "\n" if args.json else format_stats(stats))
+    elif args.action == "clear":
+        removed = cache.clear(args.namespace)
+        print(f"csbench cache: {removed} shard file(s) removed from {cache.root}")
+    else:
+        if args.max_bytes is None:
+            raise ValueError("cache evict needs --max-bytes")
+        removed = cache.evict(args.max_bytes)
+        print(f"csbench cache: {len(removed)} least recently used shard file(s) removed from {cache.root}")
+    return 0
+
+
 def cmd_results(args: argparse.Namespace) -> int:
     """Print (or export) the rows of results.db's `results` table that the filters select."""
     from csbench.results.query import FILTER_COLUMNS, describe, export, pivot, render, select, study_databases
@@ -445,6 +466,23 @@ def _results_command(sub) -> None:
     )
 
 
+def _cache_command(sub) -> None:
+    p = _command(
+        sub,
+        "cache",
+        cmd_cache,
+        "the embedding cache: stats, clear (a namespace or all), evict down to a size",
+        config=False,
+        description="The content-addressed embedding cache shared by every run, study and driver "
+        "(default $CSBENCH_EMBEDDING_CACHE, else cache/embeddings; docs/cache.md).",
+    )
+    p.add_argument("action", choices=("stats", "clear", "evict"))
+    p.add_argument("--root", type=Path, help="the cache folder (default: $CSBENCH_EMBEDDING_CACHE or cache/embeddings)")
+    p.add_argument("--namespace", metavar="KEY", help="clear only this namespace: its key, or 8+ leading characters")
+    p.add_argument("--max-bytes", type=int, help="evict: remove least recently used shards down to this size")
+    p.add_argument("--json", action="store_true", help="stats: print JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="csbench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"csbench {__version__}")
@@ -455,6 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_commands(sub)
     _challenge_commands(sub)
     _results_command(sub)
+    _cache_command(sub)
     return parser
 
 

@@ -338,3 +338,95 @@ def test_progress_bar_does_not_change_the_result(capsys: pytest.CaptureFixture[s
     loud = rank_dense(queries, codes, np.arange(40), 5, memory_mb=0.001, progress=True)
     assert_same(loud, (quiet.ranks, quiet.top, quiet.top_scores))
     assert "rank" in capsys.readouterr().err
+
+
+def record_failed(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Record, per query block, how many queries the guessed threshold failed (ranked again); one
+    thread, so one list of queries per block."""
+    from csbench.evaluate import ranking
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    failed: list = []
+    finish = ranking._Head.finish
+
+    def recording(head: ranking._Head) -> np.ndarray:
+        out = finish(head)
+        failed.append(out.size)
+        return out
+
+    monkeypatch.setattr(ranking._Head, "finish", recording)
+    return failed
+
+
+@pytest.mark.parametrize("specials", [False, True])
+def test_guessed_thresholds_and_full_buffers_keep_the_exact_lists(
+    monkeypatch: pytest.MonkeyPatch, specials: bool
+) -> None:
+    # float32 blocks wider than the depth, more codes than a block: each query's candidates are the
+    # scores at or above a threshold guessed from its first block, appended to a buffer of 2 * depth
+    # that keeps its depth best when full; scores rounded to one decimal tie across blocks
+    failed = record_failed(monkeypatch)
+    rng = np.random.default_rng(11)
+    scores = np.round(rng.standard_normal((16, 3000)), 1)
+    if specials:
+        scores = with_specials(rng, scores, share=0.03)
+        scores[:, ::7] = np.where(rng.random((16, 429)) < 0.5, -0.0, 0.0)
+    answers = rng.integers(0, 3000, size=16)
+    answers[3] = -1
+    for depth in (1, 50, 120):
+        result = rank_blocks(matrix_scorer(scores, dtype=np.float32), 16, 3000, answers, depth, block=(8, 200))
+        assert_same(result, reference(scores.astype(np.float32), answers, depth))
+    assert not any(failed)
+
+
+def test_a_guess_too_high_ranks_the_query_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the answer block scores far above the rest (as a query's own neighbourhood may): the threshold
+    # guessed there leaves fewer than depth candidates, and those queries are ranked again without it
+    failed = record_failed(monkeypatch)
+    rng = np.random.default_rng(12)
+    scores = rng.standard_normal((8, 1000))
+    scores[:, :100] += 10
+    answers = rng.integers(0, 100, size=8)
+    calls: list = []
+    depth = 40
+    result = rank_blocks(matrix_scorer(scores, calls, np.float32), 8, 1000, answers, depth, block=(8, 100))
+    assert_same(result, reference(scores.astype(np.float32), answers, depth))
+    assert failed[0] == 8 and len(calls) == 20  # every block computed again, for the failed queries
+
+
+def test_a_score_block_changing_dtype_keeps_the_exact_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    # float32 first (a guessed threshold, packed keys), then float64 blocks (sorted lists): a query
+    # short of depth candidates at its guess when the lists change form (here: every query, after one
+    # block) is ranked again
+    failed = record_failed(monkeypatch)
+    rng = np.random.default_rng(13)
+    scores = np.round(rng.standard_normal((6, 1000)) * 64) / 64  # the same in float32: many ties
+    answers = np.array([5, 50, 99, 10, 60, 90])
+
+    def score_block(queries: np.ndarray, codes: slice) -> np.ndarray:
+        block = scores[queries, codes]
+        return block.astype(np.float32) if codes.start == 0 else block
+
+    for depth in (40, 50):
+        result = rank_blocks(score_block, 6, 1000, answers, depth, block=(6, 100))
+        assert_same(result, reference(scores, answers, depth))
+        assert failed[0] == 6
+        failed.clear()
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_threads_share_a_block_by_rows_without_changing_the_result(
+    monkeypatch: pytest.MonkeyPatch, threads: str
+) -> None:
+    # the work on each score block runs one part of the queries' rows per thread (OMP_NUM_THREADS):
+    # the same ranks, lists and scores as the reference, guessed thresholds and shared columns included
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    rng = np.random.default_rng(14)
+    queries = rng.integers(-2, 3, size=(70, 4)).astype(np.float32)
+    codes = rng.integers(-2, 3, size=(900, 4)).astype(np.float32)
+    answers = rng.integers(0, 900, size=70)
+    answers[::9] = -1
+    for depth in (0, 30, 60):
+        result = rank_dense(queries, codes, answers, depth, memory_mb=0.05)
+        assert result.block[0] < 70 and result.block[1] < 900
+        assert_same(result, reference(queries @ codes.T, answers, depth))

@@ -15,7 +15,14 @@ of codes, sized from ``memory_mb``) and, per query, a count and a running top li
   at random; scored once, duplicates tie exactly and count against the model;
 * the running top list holds the best ``depth`` codes other than the correct one, merged block
   after block (a block only contributes the scores that reach the list's current last entry); the
-  correct code is inserted at the end, at position rank - 1 (top_k's order).
+  correct code is inserted at the end, at position rank - 1 (top_k's order). With float32 blocks (all
+  of ``rank_dense``'s) a list is a buffer of packed (score, code) keys, appended to and cut back to its
+  best ``depth`` by a linear selection, sorted once at the end; a query only takes the scores at or
+  above a threshold guessed from its first block (expected to leave ~1.4-2x ``depth`` candidates) and
+  checked at the end: a query left short of ``depth`` is ranked again without it (exact either way);
+* the work on a block (counting, top lists) is shared by threads, one part of the queries' rows each
+  (``work_threads``: the BLAS threads the environment sets); a query's results depend on its own row
+  only, so the thread count never changes them.
 
 ``rank_blocks`` is the core (any scoring function); ``rank_dense`` ranks inner products of vectors
 against one pool; ``rank_candidates`` ranks each query against its own candidate row.
@@ -23,8 +30,11 @@ against one pool; ``rank_candidates`` ranks each query against its own candidate
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,13 +143,33 @@ def rank_blocks(
     n_blocks = -(-n_columns // cols)
     slices = [slice(b * cols, min(n_columns, (b + 1) * cols)) for b in range(n_blocks)]
     answer_columns = columns.column_of(answers)
-    with tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar:
+    threads = min(work_threads(), rows)
+    with (
+        tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar,
+        ThreadPoolExecutor(threads) as pool,
+    ):
         for queries in _query_blocks(answer_columns, evaluated, rows, cols, n_blocks):
             ranks[queries], top[queries], top_scores[queries] = _rank_query_block(
-                score_block, queries, answers[queries], answer_columns[queries], slices, columns, n_codes, depth
+                score_block, queries, answers[queries], answer_columns[queries], slices, columns, n_codes, depth, pool
             )
             bar.update(queries.size)
     return result
+
+
+def work_threads() -> int:
+    """Threads for the work on a score block (counting, top lists), by rows of queries: the BLAS threads
+    the environment sets (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or ``MKL_NUM_THREADS``, as a
+    snakemake job's threads set them), else the CPUs this process may use; at most 8. Each query's rank
+    and list depend on its own row only: any number of threads gives the same results."""
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return min(int(value), 8)
+    try:
+        available = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        available = os.cpu_count() or 1
+    return max(1, min(available, 8))
 
 
 def _float32_matrices(queries: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -167,13 +197,19 @@ def rank_dense(
     q, c = _float32_matrices(queries, codes)
     code_column, firsts = distinct_rows(c, memory_mb)
     gathered: list = [None, None]  # the current query block's vectors, gathered once for all its code blocks
+    reused: list = [np.empty((0, 0), dtype=np.float32)]  # the last block's scores: rank_blocks is done with them
 
     def score_block(rows: np.ndarray, columns: slice) -> np.ndarray:
         if gathered[0] is not rows:
             gathered[:] = [rows, q[rows]]
         # with duplicates, column j is the first code of its kind: gathered per block, no copy of all codes
         block = c[columns] if firsts is None else c[firsts[columns]]
-        return gathered[1] @ block.T
+        shape = (rows.size, block.shape[0])
+        if reused[0].shape != shape:
+            reused[0] = np.empty(shape, dtype=np.float32)
+        # the same product into the same memory: a fresh block of this size would be new pages (mmap) to
+        # fault in and zero, every block
+        return np.matmul(gathered[1], block.T, out=reused[0])
 
     return rank_blocks(
         score_block,
@@ -362,8 +398,11 @@ def _rank_query_block(
     columns: _Columns,
     n_codes: int,
     depth: int,
+    pool: ThreadPoolExecutor | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Ranks, top lists and top scores of one query block (``answer_columns`` ascending)."""
+    """Ranks, top lists and top scores of one query block (``answer_columns`` ascending). The work on
+    each score block (counting, top lists) runs in ``pool``, one part of the queries' rows per thread
+    (numpy releases the GIL in its loops); a query's results depend on its own row only."""
     width = slices[0].stop - slices[0].start
     answer_block = answer_columns // width
     first = int(answer_block[-1])
@@ -374,8 +413,19 @@ def _rank_query_block(
         mine = np.flatnonzero(answer_block == b)
         targets[mine] = scores[mine, answer_columns[mine] - slices[b].start]
     counts = np.zeros(queries.size, dtype=np.int64)
-    head = _Head(queries.size, depth, answers, columns, n_codes)
-    for b in [first, *(b for b in range(len(slices)) if b != first)]:
+    n_columns = slices[-1].stop
+    n_parts = max(1, min(pool._max_workers if pool is not None else 1, queries.size))
+    bounds = np.linspace(0, queries.size, n_parts + 1).astype(int)
+    parts = [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
+    heads = [_Head(p.stop - p.start, depth, answers[p], columns, n_codes, guess=True) for p in parts]
+
+    def each(work: Callable[[int], object]) -> list:
+        if pool is None or len(parts) == 1:
+            return [work(k) for k in range(len(parts))]
+        return list(pool.map(work, range(len(parts))))
+
+    order = [first, *(b for b in range(len(slices)) if b != first)]
+    for b in order:
         start = slices[b].start
         scores = _scores(score_block, queries, slices[b])
         mine = np.flatnonzero(answer_block == b)
@@ -384,46 +434,171 @@ def _rank_query_block(
             targets[mine] = got
         elif not np.array_equal(got, targets[mine], equal_nan=True):
             raise RuntimeError("score_block gave different scores for the same block: it must be deterministic")
-        # scores >= NaN is False: a NaN target's count is unused (its rank is n_codes)
-        reached = scores >= targets.astype(scores.dtype)[:, None]
-        # summing the mask's bytes into int32 is ~3x faster than count_nonzero(axis=1)
-        counts += reached.view(np.uint8).sum(axis=1, dtype=np.int32) + columns.extra_count(reached, start)
-        del reached
-        if depth:
-            correct_col = np.full(queries.size, -1, dtype=np.int64)
-            correct_col[mine] = answer_columns[mine] - start
-            head.add(scores, start, correct_col)
+        correct_col = np.full(queries.size, -1, dtype=np.int64)
+        correct_col[mine] = answer_columns[mine] - start
+
+        def work(
+            k: int, scores: np.ndarray = scores, start: int = start, correct_col: np.ndarray = correct_col
+        ) -> None:
+            p = parts[k]
+            # scores >= NaN is False: a NaN target's count is unused (its rank is n_codes)
+            reached = scores[p] >= targets[p].astype(scores.dtype)[:, None]
+            # summing the mask's bytes into int32 is ~3x faster than count_nonzero(axis=1)
+            counts[p] += reached.view(np.uint8).sum(axis=1, dtype=np.int32) + columns.extra_count(reached, start)
+            del reached
+            if depth:
+                heads[k].add(scores[p], start, correct_col[p], n_columns)
+
+        each(work)
     nan_target = np.isnan(targets)
     ranks = np.where(nan_target, n_codes, counts)
     if not depth:
         return ranks, np.empty((queries.size, 0), np.int64), np.empty((queries.size, 0))
+    failed = np.concatenate([heads[k].finish() + p.start for k, p in enumerate(parts)])
+    if failed.size:
+        # queries whose guessed threshold left fewer than depth candidates: their lists again, without
+        # a guess, from the same blocks (score_block is deterministic: the very same scores)
+        again = _Head(failed.size, depth, answers[failed], columns, n_codes)
+        for b in order:
+            start = slices[b].start
+            scores = _scores(score_block, queries, slices[b])[failed]
+            mine = np.flatnonzero(answer_block[failed] == b)
+            got = scores[mine, answer_columns[failed][mine] - start].astype(np.float64)
+            if not np.array_equal(got, targets[failed][mine], equal_nan=True):
+                raise RuntimeError("score_block gave different scores for the same block: it must be deterministic")
+            correct_col = np.full(failed.size, -1, dtype=np.int64)
+            correct_col[mine] = answer_columns[failed][mine] - start
+            again.add(scores, start, correct_col, n_columns)
+        again.finish()
+        for k, p in enumerate(parts):
+            mine = np.flatnonzero((failed >= p.start) & (failed < p.stop))
+            local = failed[mine] - p.start
+            heads[k].order[local], heads[k].score[local] = again.order[mine], again.score[mine]
+            heads[k].code[local] = again.code[mine]
     # position of the correct code in top_k order: rank - 1, except that top_k reads NaN as -inf, so a
     # NaN or -inf correct score comes after every other code (rank_of_correct does not count NaNs)
     position = np.where(nan_target | (targets == -np.inf), n_codes - 1, ranks - 1)
-    top, top_scores = head.with_correct(targets, position)
+    lists = each(lambda k: heads[k].with_correct(targets[parts[k]], position[parts[k]]))
+    top = np.concatenate([codes for codes, _ in lists])
+    top_scores = np.concatenate([scores for _, scores in lists])
     return ranks, top, top_scores
+
+
+_FREE = np.uint64(np.iinfo(np.uint64).max)  # the packed key of a free top-list slot
+
+
+def _pack(order: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """uint64 keys ascending in ``top_k`` order, (order value descending, code ascending), of float32
+    order values (NaN already read as -inf) and codes < 2**32; +0.0 merges -0.0 into 0.0 (they tie)."""
+    bits = (-order.astype(np.float32) + np.float32(0.0)).view(np.uint32).astype(np.uint64)
+    bits ^= np.where(bits >> np.uint64(31), np.uint64(0xFFFFFFFF), np.uint64(0x80000000))
+    return (bits << np.uint64(32)) | code.astype(np.uint64)
+
+
+def _unpack_order(key: np.ndarray) -> np.ndarray:
+    """The order values (float64) of packed keys (a zero reads +0.0; a free key reads NaN)."""
+    bits = (key >> np.uint64(32)).astype(np.uint32)
+    bits ^= np.where(bits >> np.uint32(31), np.uint32(0x80000000), np.uint32(0xFFFFFFFF))
+    return -bits.view(np.float32).astype(np.float64) + 0.0
+
+
+def _guess_rank(depth: int, width: int, n_columns: int, z: float = 5.0) -> int:
+    """The rank within the first score block (``width`` columns of ``n_columns``) whose score is a
+    query's guessed threshold: the block should hold ``e = depth * width / n_columns`` of its best
+    ``depth``; the score of rank g estimates the pool's quantile g / width to a relative error of about
+    1 / sqrt(g), so g - z * sqrt(g) = e leaves ``depth`` candidates unless the block is z standard
+    deviations off (with more columns than the block, the block is the query's answer block)."""
+    expected = depth * width / max(n_columns, 1)
+    root = (z + math.sqrt(z * z + 4 * expected)) / 2
+    return max(1, min(depth, math.ceil(root * root)))
 
 
 class _Head:
     """Running top lists of a query block: per query, the best ``depth`` codes other than its correct
-    one, in ``top_k`` order (score descending, NaN as -inf; equal scores by ascending code index)."""
+    one, in ``top_k`` order (score descending, NaN as -inf; equal scores by ascending code index).
 
-    def __init__(self, n: int, depth: int, answers: np.ndarray, columns: _Columns, n_codes: int) -> None:
+    While every block is float32 and the codes fewer than 2**32, a query's candidates are packed keys
+    (order value and code in one uint64: unique, in a total order) appended unsorted to a buffer of
+    ``2 * depth`` slots; a full buffer keeps its ``depth`` smallest keys (argpartition: linear), whose
+    largest then bounds what may enter; the ``depth`` smallest are sorted once, at the end. A query's
+    candidates are the scores at or above its *guess* as well: a threshold read from the first block
+    (``guess=True`` and more columns than the block), the score there of rank ``_guess_rank``. The
+    guess is a bet, checked at the end: a query that collected ``depth`` candidates at or above it has
+    its exact list (every code of its best ``depth`` scores at least the ``depth``-th best candidate);
+    one that did not is listed in ``failed`` and must be ranked again without a guess. Otherwise the
+    lists are sorted float64 arrays merged with a two-key lexsort."""
+
+    def __init__(
+        self, n: int, depth: int, answers: np.ndarray, columns: _Columns, n_codes: int, guess: bool = False
+    ) -> None:
+        self.n = n
         self.depth = depth
         self.answers = answers
         self.columns = columns
-        self.order = np.full((n, depth), -np.inf)  # the score with NaN as -inf: what the order reads
-        self.score = np.full((n, depth), np.nan)  # the score as computed
-        self.code = np.full((n, depth), -1, dtype=np.int64)  # -1: free slot
-        self.packed = n_codes < 2**32  # merge with packed keys while every block is float32
+        self.packed = n_codes < 2**32 and depth > 0
+        self.guess = np.full(n, -np.inf)  # -inf: no guess
+        self.guessing = guess and self.packed
+        self.failed = np.zeros(n, dtype=bool)
+        self.key: np.ndarray | None = None
+        if self.packed:
+            self.key = np.full((n, 2 * depth), _FREE)
+            self.raw = np.empty((n, 2 * depth), dtype=np.float32)  # the score as computed (unset where free)
+            self.fill = np.zeros(n, dtype=np.int64)
+            self.worst = np.full(n, _FREE)  # the largest of the depth keys kept when the buffer last filled
+            self.special = False  # a NaN or -0.0 score was packed (its key reads -inf or +0.0)
+            self.bound = np.full(n, -np.inf)  # a block's depth-th best other score: the list's floor at least
+        else:
+            self._unpack()
 
-    def add(self, scores: np.ndarray, start: int, correct_col: np.ndarray) -> None:
-        """Merge a block of ``scores`` (its first column is column ``start``) into the lists, leaving
-        out each query's correct code (its column in the block: ``correct_col``, -1 if elsewhere)."""
+    def _unpack(self) -> None:
+        """Leave the packed buffers for sorted float64 arrays (each query's best ``depth``, in
+        ``top_k`` order), marking the queries whose guess failed."""
+        n, depth = self.n, self.depth
+        if self.key is None:
+            self.order = np.full((n, depth), -np.inf)  # the score with NaN as -inf: what the order reads
+            self.score = np.full((n, depth), np.nan)  # the score as computed
+            self.code = np.full((n, depth), -1, dtype=np.int64)  # -1: free slot
+        else:
+            self.failed = (self.guess > -np.inf) & (self.worst == _FREE) & (self.fill < depth)
+            used = max(depth, int(self.fill.max(initial=0)))  # the slots beyond are free in every buffer
+            keys = self.key[:, :used]
+            if self.special:  # a NaN or -0.0 score: the scores as computed follow their keys
+                best = np.argpartition(keys, depth - 1, axis=1)[:, :depth]
+                key = np.take_along_axis(keys, best, axis=1)
+                by_key = np.argsort(key, axis=1)
+                key = np.take_along_axis(key, by_key, axis=1)
+                raw = np.take_along_axis(np.take_along_axis(self.raw, best, axis=1), by_key, axis=1)
+            else:  # every score is its key's order value: sort the keys alone
+                key = np.sort(keys if used == depth else np.partition(keys, depth - 1, axis=1)[:, :depth], axis=1)
+                raw = None
+            used = key != _FREE
+            if used.all():  # the common case: every list full
+                self.order = _unpack_order(key)
+                self.score = self.order.copy() if raw is None else raw.astype(np.float64)
+                self.code = (key & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            else:
+                self.order = np.where(used, _unpack_order(key), -np.inf)
+                self.score = np.where(used, self.order if raw is None else raw, np.nan)
+                self.code = np.where(used, (key & np.uint64(0xFFFFFFFF)).astype(np.int64), -1)
+            self.key = None
+        self.packed = False
+
+    def add(self, scores: np.ndarray, start: int, correct_col: np.ndarray, n_columns: int = 0) -> None:
+        """Merge a block of ``scores`` (its first column is column ``start``, of ``n_columns``) into the
+        lists, leaving out each query's correct code (its column in the block: ``correct_col``, -1 if
+        elsewhere)."""
+        if self.packed and scores.dtype != np.float32:
+            self._unpack()  # a query short of its guess so far is marked failed (exact for the others)
         width = scores.shape[1]
         depth = self.depth
-        full = self.code[:, -1] >= 0
-        floor = np.where(full, self.order[:, -1], -np.inf)
+        if self.packed:
+            full = self.worst != _FREE
+            floor = np.maximum(self.bound, self.guess)
+            floor[full] = np.maximum(floor[full], _unpack_order(self.worst[full]))
+            full |= floor > -np.inf  # bounded already: no partition of the block
+        else:
+            full = self.code[:, -1] >= 0
+            floor = np.where(full, self.order[:, -1], -np.inf)
         not_full = np.flatnonzero(~full)
         if not_full.size and width >= depth:
             # a list still filling would take every score: bound it by the block's depth-th best column
@@ -432,33 +607,109 @@ class _Head:
             own[np.isnan(own)] = -np.inf  # partition would place NaN above everything
             where = correct_col[not_full] >= 0
             own[np.flatnonzero(where), correct_col[not_full][where]] = -np.inf
-            own.partition(width - depth, axis=1)
-            floor[not_full] = own[:, width - depth]
+            if self.guessing and n_columns > width:
+                # the guess is above the block's depth-th best: that bound is not needed
+                rank = _guess_rank(depth, width, n_columns)
+                own.partition(width - rank, axis=1)
+                self.guess[not_full] = own[:, width - rank]
+                floor[not_full] = np.maximum(floor[not_full], self.guess[not_full])
+            else:
+                own.partition(width - depth, axis=1)
+                floor[not_full] = own[:, width - depth]
+                if self.packed:
+                    self.bound[not_full] = floor[not_full]
+        self.guessing = False
         reach = scores >= floor.astype(scores.dtype)[:, None]  # NaN >= floor is False, as -inf would be...
         low = np.flatnonzero(floor == -np.inf)
         if low.size:  # ...except against a floor of -inf, which NaN (ordered as -inf) reaches
             reach[low] |= np.isnan(scores[low])
+        alone = self.columns.codes is None  # every column scores one code: the correct one's column is its own
+        if alone:
+            mine = np.flatnonzero(correct_col >= 0)
+            reach[mine, correct_col[mine]] = False
         # flatnonzero and divmod: several times faster than 2-D nonzero on a sparse mask
-        row, col = np.divmod(np.flatnonzero(reach), width)
+        flat = np.flatnonzero(reach)
         del reach
-        if not row.size:
+        if not flat.size:
             return
+        row, col = np.divmod(flat, width)
         code, source = self.columns.expand(start + col)
-        row, col = row[source], col[source]
-        raw = scores[row, col].astype(np.float64)
+        if alone:
+            raw = scores.reshape(-1)[flat]
+        else:
+            row, col = row[source], col[source]
+            raw = scores[row, col]
+        if self.packed:
+            nan = np.isnan(raw)
+            if nan.any():
+                self.special = True
+                raw_order = np.where(nan, np.float32(-np.inf), raw)
+            else:
+                raw_order = raw
+            self.special = self.special or bool(np.signbit(raw[raw == 0]).any())
+            key = _pack(raw_order, code)
+            # the correct code stays out (its duplicates stay in); a key at or beyond the largest of
+            # a full list cannot enter it
+            keep = None if alone else code != self.answers[row]
+            if (self.worst != _FREE).any():
+                below = key < self.worst[row]
+                keep = below if keep is None else keep & below
+            if keep is not None:
+                row, key, raw = row[keep], key[keep], raw[keep]
+            if row.size:
+                self._append(row, key, raw)
+            return
+        raw = raw.astype(np.float64)
         value = np.where(np.isnan(raw), -np.inf, raw)
         # the correct code stays out (its duplicates stay in); a full list keeps its last entry against
         # a later tie with a larger code index
         keep = (code != self.answers[row]) & (~full[row] | (value > floor[row]) | (code < self.code[row, -1]))
         row, value, raw, code = row[keep], value[keep], raw[keep], code[keep]
-        if not row.size:
+        if row.size:
+            self._merge(row, value, raw, code)
+
+    def _append(self, row: np.ndarray, key: np.ndarray, raw: np.ndarray) -> None:
+        """Append candidates (``row`` ascending, packed key, float32 score) to the buffers; a query
+        whose buffer would overflow keeps the ``depth`` smallest keys of its buffer and candidates."""
+        depth, cap = self.depth, self.key.shape[1]
+        counts = np.bincount(row, minlength=self.n)
+        over = self.fill + counts > cap
+        if not over.any():  # the common case: flat positions in the buffers
+            at = row * cap + (self.fill - (np.cumsum(counts) - counts))[row] + np.arange(row.size)
+            self.key.reshape(-1)[at], self.raw.reshape(-1)[at] = key, raw
+            self.fill += counts
             return
-        self.packed = self.packed and scores.dtype == np.float32
-        self._merge(row, value, raw, code)
+        within = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        direct = ~over[row]
+        if direct.any():
+            at = (row[direct], self.fill[row[direct]] + within[direct])
+            self.key[at], self.raw[at] = key[direct], raw[direct]
+            self.fill += np.where(over, 0, counts)
+        touched = np.flatnonzero(over)
+        if not touched.size:
+            return
+        # per overflowing query, its buffer and its candidates side by side in one row of a 2-D array
+        count = counts[touched]
+        width = cap + int(count.max())
+        extra = ~direct
+        at = (np.repeat(np.arange(touched.size), count), cap + within[extra])
+        keys = np.full((touched.size, width), _FREE)
+        scores = np.empty((touched.size, width), dtype=np.float32)
+        keys[:, :cap] = self.key[touched]
+        scores[:, :cap] = self.raw[touched]
+        keys[at], scores[at] = key[extra], raw[extra]
+        best = np.argpartition(keys, depth - 1, axis=1)[:, :depth]
+        kept = np.take_along_axis(keys, best, axis=1)
+        self.key[touched, :depth] = kept
+        self.key[touched, depth:] = _FREE
+        self.raw[touched, :depth] = np.take_along_axis(scores, best, axis=1)
+        self.fill[touched] = depth
+        self.worst[touched] = kept.max(axis=1)
 
     def _merge(self, row: np.ndarray, value: np.ndarray, raw: np.ndarray, code: np.ndarray) -> None:
-        """Merge candidates (``row`` ascending; order value, raw score, code) into the lists: per touched
-        query, its list and its candidates side by side in one row of a 2-D array, sorted row-wise."""
+        """Merge candidates (``row`` ascending; order value, raw score, code) into the sorted lists: per
+        touched query, its list and its candidates side by side in one row of a 2-D array, sorted
+        row-wise by (order value descending, code ascending)."""
         depth = self.depth
         touched, first, count = np.unique(row, return_index=True, return_counts=True)
         width = depth + int(count.max())
@@ -472,29 +723,28 @@ class _Head:
         code2[:, :depth] = self.code[touched]
         order[at], score[at], code2[at] = value, raw, code
         free = code2 < 0
-        if self.packed:
-            # float32 scores: (score descending, code ascending) packs into one uint64, which sorts ~20x
-            # faster than a two-key lexsort; +0.0 merges -0.0 into 0.0 (they tie)
-            bits = (-order.astype(np.float32) + np.float32(0.0)).view(np.uint32).astype(np.uint64)
-            bits ^= np.where(bits >> np.uint64(31), np.uint64(0xFFFFFFFF), np.uint64(0x80000000))
-            key = (bits << np.uint64(32)) | code2.astype(np.uint64)
-            key[free] = np.iinfo(np.uint64).max
-            best = np.argsort(key, axis=1)[:, :depth]
-        else:
-            best = np.lexsort((code2, np.where(free, np.nan, -order)), axis=1)[:, :depth]
+        best = np.lexsort((code2, np.where(free, np.nan, -order)), axis=1)[:, :depth]
         self.order[touched] = np.take_along_axis(order, best, axis=1)
         self.score[touched] = np.take_along_axis(score, best, axis=1)
         self.code[touched] = np.take_along_axis(code2, best, axis=1)
 
+    def finish(self) -> np.ndarray:
+        """End the merging: the queries whose guess failed (to be ranked again without one)."""
+        if self.packed:
+            self._unpack()
+        return np.flatnonzero(self.failed)
+
     def with_correct(self, correct_score: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The final top lists (codes, scores): each query's correct code inserted at ``position``
         (dropped when that is beyond the list), the others shifted down by one after it."""
-        slots = np.arange(self.depth)[None, :]
-        source = slots - (slots > position[:, None])
-        codes = np.take_along_axis(self.code, source, axis=1)
-        scores = np.take_along_axis(self.score, source, axis=1)
-        at = slots == position[:, None]
-        return np.where(at, self.answers[:, None], codes), np.where(at, correct_score[:, None], scores)
+        self.finish()
+        codes, scores = self.code.copy(), self.score.copy()
+        # row by row: a few slice copies each, several times faster than gathers over the whole block
+        for i in np.flatnonzero(position < self.depth).tolist():
+            at = int(position[i])
+            codes[i, at + 1 :], scores[i, at + 1 :] = self.code[i, at:-1], self.score[i, at:-1]
+            codes[i, at], scores[i, at] = self.answers[i], correct_score[i]
+        return codes, scores
 
 
 def chunk_matrix(queries: np.ndarray, codes: np.ndarray, distance: str | None) -> np.ndarray:

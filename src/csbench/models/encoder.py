@@ -354,11 +354,55 @@ class DenseRetriever:
             self.similarity = self._encoder.similarity
         return self._encoder
 
+    # The embedding cache (csbench.cache.embeddings), off unless use_embedding_cache is called; n_forward
+    # counts the texts the network encoded (a fully cached run: 0).
+    embedding_cache: Any = None
+    n_forward: int = 0
+
+    def use_embedding_cache(self, cache: Any, identity: str, params: dict[str, Any] | None = None) -> None:
+        """Look vectors up in ``cache`` (an :class:`csbench.cache.embeddings.EmbeddingCache`) before
+        encoding, and store what is encoded. ``identity`` must change with the weights (a trained
+        checkpoint: its weights' sha256; a zero-shot model: its folder's content hash or hub revision);
+        ``params``: the encoding parameters (default: the encoder's family and ``config()``). A code's
+        language is part of its key (the CodeSearchNet baselines encode by language)."""
+        self.embedding_cache = (cache, identity, params)
+
     def encode(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
         """Raw vectors of ``texts`` (``side``: query or code), before the cosine's normalisation: the one
         place a subclass changes to get its vectors elsewhere (csbench.models.api: an endpoint)."""
         progress = self.progress and side == "code"  # a pool's encoding shows a bar, a query set's not
-        return encode_texts(self.encoder, texts, side, languages, self.batch_size, progress)
+        if self.embedding_cache is None:
+            self.n_forward += len(texts)
+            return encode_texts(self.encoder, texts, side, languages, self.batch_size, progress)
+        return self._encode_through_cache(texts, side, languages, progress)
+
+    def _encode_through_cache(
+        self, texts: list[str], side: str, languages: list[str] | None, progress: bool
+    ) -> np.ndarray:
+        from csbench.cache.embeddings import Namespace
+
+        cache, identity, params = self.embedding_cache
+        if params is None:
+            params = {"kind": self.encoder.kind, "config": self.encoder.config()}
+        if side == "code" and languages is None:
+            raise ValueError("code needs its languages")
+        groups: dict[str | None, list[int]] = {}
+        for i in range(len(texts)):
+            groups.setdefault(languages[i] if side == "code" else None, []).append(i)
+        out: np.ndarray | None = None
+        for language, rows in groups.items():
+            namespace = Namespace(identity, {**params, "language": language} if side == "code" else params, side)
+
+            def encode(batch: list[str], language: str | None = language) -> np.ndarray:
+                self.n_forward += len(batch)
+                langs = [language] * len(batch) if side == "code" else None
+                return encode_texts(self.encoder, batch, side, langs, self.batch_size, progress)
+
+            vectors = cache.get_or_encode(namespace, [texts[i] for i in rows], encode)
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+        return out if out is not None else np.empty((0, 0), dtype=np.float32)
 
     def index(self, codes: pd.DataFrame) -> None:
         t0 = time.perf_counter()
