@@ -163,3 +163,23 @@ def test_without_judgements_the_own_code_is_relevant_as_under_the_single_answer_
     assert graded.ranks == single.ranks
     assert graded.metrics()["mrr"] == pytest.approx(single.metrics()["mrr"], abs=1e-12)
     assert graded.metrics()["ndcg@10"] == pytest.approx(single.metrics()["ndcg@10"], abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_ordered_list_is_scored_as_query_metrics_scores_it_unordered(seed: int) -> None:
+    """The search sorts each list once (trec_order) and scores it in place (ordered_metrics): the same
+    measures and first relevant rank as query_metrics / first_relevant_rank on the list in any order,
+    with ties, NaN and ids of several lengths."""
+    from csbench.evaluate import qrels as trec
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    docs = [f"d{int(i)}" for i in rng.permutation(200)[:n]]
+    scores = rng.integers(0, 6, size=n).astype(np.float64)
+    scores[rng.random(n) < 0.1] = np.nan
+    relevant = {docs[int(i)]: int(rng.integers(-1, 4)) for i in rng.choice(n, size=min(n, 5), replace=False)}
+    relevant["absent"] = 2
+    order = trec.trec_order(docs, scores)
+    metrics, rank = trec.ordered_metrics([docs[j] for j in order], relevant)
+    assert metrics == trec.query_metrics(docs, scores, relevant)
+    assert rank == trec.first_relevant_rank(docs, scores, relevant)

@@ -24,8 +24,7 @@ def graded_relevance(
     non-empty ``codebase``) or its own id, grade 1."""
     ids = pool["id"].tolist()
     if judgements is not None:
-        chosen = judgements[judgements["split"] == split]
-        table = trec.qrels_dict(chosen)
+        table = trec.qrels_dict(judgements, split)
         return [dict(table.get(query, {})) for query in ids]
     if codebase is not None and len(codebase) > 0:
         by_url: dict[str, dict[str, int]] = {}
@@ -33,21 +32,6 @@ def graded_relevance(
             by_url.setdefault(url, {})[doc] = 1
         return [dict(by_url.get(url, {})) for url in pool["url"].tolist()]
     return [{query: 1} for query in ids]
-
-
-def trec_order(doc_ids: list[str], scores: np.ndarray) -> np.ndarray:
-    """Positions of ``doc_ids`` in trec_eval's order (:mod:`csbench.evaluate.qrels`): score descending as
-    single-precision floats (trec_eval keeps a C ``float``), equal ones by document id descending in
-    byte order (``strcmp``), NaN last; trec_eval sorts a run so, whatever its rank column says."""
-    if not doc_ids:
-        return np.zeros(0, dtype=np.int64)
-    encoded = np.asarray([doc.encode("utf-8") for doc in doc_ids], dtype=object)
-    id_rank = np.empty(len(doc_ids), dtype=np.int64)
-    id_rank[sorted(range(len(doc_ids)), key=encoded.__getitem__)] = np.arange(len(doc_ids))
-    with np.errstate(over="ignore"):
-        single = np.asarray(scores, dtype=np.float64).astype(np.float32).astype(np.float64)
-    key = np.where(np.isnan(single), np.inf, -single)  # NaN after every number
-    return np.lexsort((-id_rank, key))  # lexsort's last key is the primary one
 
 
 def record_graded(
@@ -65,15 +49,15 @@ def record_graded(
     ``outcome``: its trec_eval measures, its rank (first relevant document, ``depth + 1`` when none is
     listed), its best document, and its TREC lines in trec_eval's order with the scores written
     exactly (``repr``), so trec_eval reading the run file scores what csbench scored."""
-    order = trec_order(doc_ids, scores)
+    order = trec.trec_order(doc_ids, scores)
     ranked = [doc_ids[j] for j in order]
     ranked_scores = np.asarray(scores, dtype=np.float64)[order]
-    rank = trec.first_relevant_rank(ranked, ranked_scores, relevant)
+    metrics, rank = trec.ordered_metrics(ranked, relevant, cutoffs)
     outcome.query_ids.append(query_id)
-    outcome.ranks.append(int(rank) if rank is not None else depth + 1)
+    outcome.ranks.append(rank if rank is not None else depth + 1)
     outcome.n_candidates.append(int(n_candidates))
     outcome.top1.append(ranked[0] if ranked else "")
-    outcome.graded.append(trec.query_metrics(ranked, ranked_scores, relevant, cutoffs))
+    outcome.graded.append(metrics)
     outcome.run_lines.extend(
         f"{query_id} Q0 {doc} {pos} {float(score)!r} {run_name}"
         for pos, (doc, score) in enumerate(zip(ranked, ranked_scores, strict=True), start=1)

@@ -341,6 +341,38 @@ def first_relevant_rank(
     return int(ranks.min()) + 1 if ranks.size else None
 
 
+def trec_order(doc_ids: Sequence[str], scores: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Positions of ``doc_ids`` in trec_eval's order, the one :func:`query_metrics` ranks by: score
+    descending compared in single precision, equal scores by document id descending (code point order,
+    as ``strcmp`` orders UTF-8), NaN last. trec_eval sorts a run so, whatever its rank column says."""
+    if not len(doc_ids):
+        return np.zeros(0, dtype=np.int64)
+    with np.errstate(over="ignore"):  # beyond float32's range: infinity, as the C cast gives
+        single = _scores(scores, len(doc_ids)).astype(np.float32).astype(np.float64)
+    id_rank = np.empty(len(doc_ids), dtype=np.int64)
+    id_rank[np.argsort(np.asarray(doc_ids, dtype=str), kind="stable")] = np.arange(len(doc_ids))
+    key = np.where(np.isnan(single), np.inf, -single)  # NaN after every number
+    return np.lexsort((-id_rank, key))  # lexsort's last key is the primary one
+
+
+def ordered_metrics(
+    ranked_ids: Sequence[str], relevant: Mapping[str, int], cutoffs: Sequence[int] = CUTOFFS
+) -> tuple[dict[str, float], int | None]:
+    """:func:`query_metrics` and :func:`first_relevant_rank` of a list already in trec_eval order
+    (:func:`trec_order`): a relevant document's position is its rank, so nothing is sorted again."""
+    _check_cutoffs(cutoffs)
+    if len(set(ranked_ids)) != len(ranked_ids):
+        seen: set[str] = set()
+        duplicate = next(d for d in ranked_ids if d in seen or seen.add(d))
+        raise ValueError(f"document {duplicate!r} appears twice in the ranked list")
+    rel = _relevant(relevant)
+    positions = [i for i, doc in enumerate(ranked_ids) if doc in rel] if rel else []
+    ranks = np.asarray(positions, dtype=np.int64)
+    grades = np.fromiter((rel[ranked_ids[i]] for i in positions), dtype=np.int64, count=len(positions))
+    metrics = _metrics_from_hits(ranks, grades, np.fromiter(rel.values(), np.int64, len(rel)), cutoffs)
+    return metrics, (positions[0] + 1 if positions else None)
+
+
 def _run_query_metrics(
     ranked: Mapping[str, float], judged: Mapping[str, int], cutoffs: Sequence[int]
 ) -> dict[str, float]:
