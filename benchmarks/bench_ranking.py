@@ -131,11 +131,12 @@ def worker(method: str, folder: Path, depth: int, memory_mb: float, trace: bool 
     out: dict = {"method": method}
     started = time.perf_counter()
     if method == "engine":
-        from csbench.evaluate.ranking import rank_dense
+        from csbench.evaluate import ranking
 
-        result = rank_dense(queries, codes, answers, depth, memory_mb=memory_mb)
+        result = ranking.rank_dense(queries, codes, answers, depth, memory_mb=memory_mb)
         out["seconds"] = time.perf_counter() - started
         out["block"] = list(result.block)
+        out["kernel"] = "compiled kernel" if ranking.USE_KERNEL else "numpy path (kernel not compiled)"
         np.save(folder / "engine_ranks.npy", result.ranks)
         np.save(folder / "engine_top.npy", result.top)
         np.save(folder / "engine_top_scores.npy", result.top_scores)
@@ -308,7 +309,8 @@ def main() -> None:
                     median = statistics.median(seconds)
                     out = outs[-1]
                     if method == "engine":
-                        note = f"block {tuple(out['block'])}; median rank {np.median(engine_ranks):.0f}"
+                        note = f"{out['kernel']}; block {tuple(out['block'])}"
+                        note += f"; median rank {np.median(engine_ranks):.0f}"
                     elif method == "faiss":
                         note = compare_faiss(folder, engine_ranks)
                     elif method == "matmul":

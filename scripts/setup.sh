@@ -73,6 +73,7 @@ COMPILED_SOURCES=(
   src/csbench/code/languages/_python_scopes.py src/csbench/code/languages/go.py
   src/csbench/code/languages/java.py src/csbench/code/languages/javascript.py src/csbench/code/languages/php.py
   src/csbench/code/languages/ruby.py src/csbench/code/languages/r.py
+  src/csbench/evaluate/_select.py
 )
 
 install_python_packages() {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,8 +12,14 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+# One embedding cache for the session's studies (csbench.cache.embeddings; the drivers' jobs inherit it), as
+# users share one between clones: test_shared_embedding_cache checks the second study encodes nothing.
+_EMBEDDING_CACHE = None
+if not os.environ.get("CSBENCH_EMBEDDING_CACHE"):
+    _EMBEDDING_CACHE = tempfile.mkdtemp(prefix="csbench-embedding-cache-")
+    os.environ["CSBENCH_EMBEDDING_CACHE"] = _EMBEDDING_CACHE
 
-from api_fixtures import *  # noqa: F403 (the loopback API servers of tests/api, issue #26)
+from api_fixtures import *  # noqa: E402, F403 (the loopback API servers of tests/api, issue #26)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
@@ -51,3 +59,9 @@ def tiny_pushed(dvc_first: dict, tmp_path_factory: pytest.TempPathFactory) -> Pa
     from test_dvc_remote import push_tiny_study
 
     return push_tiny_study(dvc_first, tmp_path_factory)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the session's embedding cache (when this session made it)."""
+    if _EMBEDDING_CACHE is not None:
+        shutil.rmtree(_EMBEDDING_CACHE, ignore_errors=True)

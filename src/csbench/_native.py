@@ -40,6 +40,8 @@ HOT_MODULES = {
     "csbench.code.languages.php": "code/languages/php.py",
     "csbench.code.languages.ruby": "code/languages/ruby.py",
     "csbench.code.languages.r": "code/languages/r.py",
+    # the ranking engine's selection kernel (it runs only compiled; the engine's numpy path otherwise)
+    "csbench.evaluate._select": "evaluate/_select.py",
 }
 MANIFEST = "_compiled.json"
 PURE_ENV = "CSBENCH_PURE_PYTHON"

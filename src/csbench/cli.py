@@ -173,6 +173,7 @@ PHASES: dict[str, tuple[str, str, Callable[[argparse.Namespace, Context], tuple]
     "attack": ("attack", "attack", lambda a, ctx: (a.dataset, a.attack)),
     "train": ("train", "train", lambda a, ctx: (TrainKey(a.dataset, a.attack, a.model, a.loss, a.seed),)),
     "index": ("index", "index", lambda a, ctx: (_run_key(a, ctx),)),
+    "encode-shard": ("index", "encode_shard", lambda a, ctx: (_run_key(a, ctx), a.shard, a.shards)),
     "evaluate": ("evaluate", "evaluate", lambda a, ctx: (_run_key(a, ctx),)),
     "summarize": ("summarize", "summarize", lambda a, ctx: (_run_key(a, ctx),)),
     "perturb": ("perturb", "perturb", lambda a, ctx: (a.dataset, a.perturbation, a.ratio)),
@@ -346,6 +347,10 @@ def _run_commands(sub) -> None:
     p.add_argument("--seed", type=int, required=True)
     text = "encode (index) a run's candidate pools once, for evaluate and robust"
     _run_args(_command(sub, "index", run_phase, text))
+    text = "encode one of N parts of a run's pools into the embedding cache, for its index job (encoding.shards)"
+    p = _run_args(_command(sub, "encode-shard", run_phase, text))
+    p.add_argument("--shard", type=int, required=True, help="this job's part, 0 .. shards - 1")
+    p.add_argument("--shards", type=int, required=True, help="the number of parts")
     text = "retrieve the test split with a model under every protocol"
     _run_args(_command(sub, "evaluate", run_phase, text))
     text = "summarize the test split's code with a summarizer (grid.summarization) and score it (BLEU)"
@@ -500,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
 # The commands that read or write the project's data: each holds the project lock (csbench.lock) while
 # it runs, shared with the other jobs of its driver's session, refused beside another driver's.
 PHASE_COMMANDS = frozenset(
-    {"download", "prepare", "audit", "attack", "train", "index", "evaluate", "summarize"}
+    {"download", "prepare", "audit", "attack", "train", "index", "encode-shard", "evaluate", "summarize"}
     | {"perturb", "robust", "robustness", "aggregate", "challenge-predict", "dataset-table"}
 )
 

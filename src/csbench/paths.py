@@ -23,6 +23,7 @@ TRAIN_KEY = "/".join(f"{{{name}}}" for name in RUN_WILDCARDS[:-1])  # {dataset}/
 RUN = f"results/runs/{RUN_KEY}"
 RESULTS = "results"
 PERTURBED = "data/perturbed/{dataset}/{perturbation}/{ratio}/queries.parquet"
+ENCODED = "results/encoded/{run}"  # encode_shard's records: <shard>-of-<shards>.json (the vectors: the embedding cache)
 INDEX = "results/index/{run}"  # a folder: index.json, .npy arrays / bm25s folders, SHA256SUMS (no pickle)
 ROBUST_POINT = "results/robustness/{run}/points/{perturbation}/{ratio}.json"
 ROBUSTNESS = "results/robustness/{run}"  # robustness.json and robustness.png
@@ -75,6 +76,10 @@ def perturbed_file(dataset: str, perturbation: str, ratio: float) -> Path:
 def index_dir(run_path: str) -> Path:
     """The folder of a run's index (``csbench.evaluate.runner.PoolIndex.save``)."""
     return Path(INDEX.format(run=run_path))
+
+
+def encode_shard_file(run_path: str, shard: int, shards: int) -> Path:
+    return Path(ENCODED.format(run=run_path)) / f"{shard}-of-{shards}.json"
 
 
 def index_file(run_path: str) -> Path:

@@ -155,17 +155,18 @@ def test_cli_prints_one_line_and_leaves_no_partial_output(tmp_path: Path, monkey
     project = tmp_path / "project"
     project.mkdir()
     monkeypatch.chdir(project)
-    real = pd.DataFrame.to_parquet
+    real = pq.ParquetWriter.write_table
     written: list[str] = []
 
-    def to_parquet(self: pd.DataFrame, path: Path, **kwargs: object) -> None:
+    def write_table(self: pq.ParquetWriter, table: object, *args: object, **kwargs: object) -> None:
+        # prepare streams each split into its file (csbench.datasets.local._SplitFiles), split by split
         if len(written) == 2:  # the third split: the disk fills half way
-            Path(path).write_bytes(b"PAR1" + b"\0" * 2048)
+            Path(self.where).write_bytes(b"PAR1" + b"\0" * 2048)
             raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
-        written.append(str(path))
-        real(self, path, **kwargs)
+        written.append(str(self.where))
+        real(self, table, *args, **kwargs)
 
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", to_parquet)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", write_table)
     code = main(["--quiet", "prepare", "--config", str(config), "--dataset", "mini"])
     err = capsys.readouterr().err
     assert code == 2, err

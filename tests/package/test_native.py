@@ -207,6 +207,7 @@ def test_plan_reads_the_manifest_and_hashes_only_built_sources(tmp_path: Path, m
         "csbench.code.parsing": native.STALE,
         "csbench.code.treequery": native.NOT_BUILT,
         **{name: native.NOT_BUILT for name in native.HOT_MODULES if name.startswith("csbench.code.languages.")},
+        "csbench.evaluate._select": native.NOT_BUILT,
     }
     (tmp_path / native.MANIFEST).unlink()  # no manifest: nothing built is trusted
     assert native.plan(tmp_path)["csbench.code.identifiers"] == native.STALE

@@ -96,6 +96,7 @@ RUN_KEY = paths.RUN_KEY  # {dataset}/{attack}/{model}/{loss}/{seed}/{inference}
 TRAIN_KEY = paths.TRAIN_KEY  # {dataset}/{attack}/{model}/{loss}/{seed}
 RUN_DIR = paths.RUN  # results/runs/<run>: metrics, ranks, TREC runs, provenance
 INDEX_DIR = paths.INDEX.format(run=RUN_KEY)  # results/index/<run>
+ENCODED_DIR = paths.ENCODED.format(run=RUN_KEY)  # results/encoded/<run>: encode_shard's records
 ROBUSTNESS_DIR = paths.ROBUSTNESS.format(run=RUN_KEY)  # results/robustness/<run>
 CHECKPOINT_DIR = paths.CHECKPOINT.format(train=TRAIN_KEY)  # checkpoints/<training>
 PREPARED_DIR = paths.PREPARED  # data/prepared/{dataset}
@@ -183,6 +184,16 @@ def checkpoint_input(w):
     if run.training is None:
         return {}
     return {"checkpoint": f"{paths.checkpoint_dir(run.training.path)}/best"}
+
+
+def encode_shard_inputs(w):
+    """The encode_shard jobs a run's index job waits for (encoding.shards > 1, a bi-encoder, the embedding
+    cache on): each encodes a part of its pools into the cache, and index reads them from there."""
+    shards = CFG.encoding["shards"]
+    if shards < 2 or CFG.embedding_cache["dir"] is None or CFG.model_spec(w.model).family not in ("csn", "hf"):
+        return {}
+    run = paths.ENCODED.format(run="/".join(getattr(w, name) for name in paths.RUN_WILDCARDS))
+    return {"shards": [f"{run}/{shard}-of-{shards}.json" for shard in range(shards)]}
 
 
 def matching_inputs(w):

@@ -2,9 +2,35 @@
 # every protocol of evaluation.protocols (`evaluate`).
 
 
+rule encode_shard:
+    input:
+        unpack(checkpoint_input),
+        test=f"{ATTACKED_DIR}/test.parquet",
+        codebase=f"{ATTACKED_DIR}/codebase.parquet",
+        valid=f"{ATTACKED_DIR}/valid.parquet",
+    output:
+        record=f"{ENCODED_DIR}/{{shard}}-of-{{shards}}.json",
+    wildcard_constraints:
+        model=models_of(SEARCH_MODELS),
+        shard=r"\d+",
+        shards=r"\d+",
+    params:
+        cli=untracked(CSBENCH),
+        configs=untracked(CONFIG_ARGS),
+        code=paths.code_digest("index"),
+        model=lambda w: tracked("models", w.model),
+    log:
+        f"logs/encode_shard/{RUN_KEY}/{{shard}}-of-{{shards}}.log",
+    conda:
+        ENV
+    shell:
+        csbench_call("encode-shard", f"{RUN_ARGS} --shard {{wildcards.shard}} --shards {{wildcards.shards}}")
+
+
 rule index:
     input:
         unpack(checkpoint_input),
+        unpack(encode_shard_inputs),
         test=f"{ATTACKED_DIR}/test.parquet",
         codebase=f"{ATTACKED_DIR}/codebase.parquet",
         valid=f"{ATTACKED_DIR}/valid.parquet",

@@ -26,8 +26,7 @@ import functools
 import hashlib
 import re
 from bisect import bisect_left, bisect_right
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from csbench.attacks.spec import renaming_attack
@@ -378,12 +377,15 @@ def frequency_ranking(items: Sequence[Item]) -> dict[str, list[str]]:
     frequent first (ties: first seen in dataset order)."""
     rankings = {}
     for language, indices in _by_language(items).items():
-        counts: Counter[str] = Counter()
+        counts: dict[str, int] = {}  # (a plain dict: ``Counter``'s missing keys cost a Python call each)
+        count = counts.get
         for i in indices:
             ids = items[i].identifiers
+            occurrences = ids.occurrences
             for name in ids.names:
-                counts[name] += len(ids.occurrences[name])
-        rankings[language] = [name for name, _ in counts.most_common()]  # stable: insertion order on ties
+                counts[name] = count(name, 0) + len(occurrences[name])
+        # as ``Counter.most_common``: a stable sort, so ties keep their insertion order
+        rankings[language] = sorted(counts, key=counts.__getitem__, reverse=True)
     return rankings
 
 
@@ -399,6 +401,36 @@ def most_popular_mapping(ids: Identifiers, language: str, ranking: Sequence[str]
     ranking keep their name."""
     usable = (name for name in ranking if name not in ids.reserved and is_valid_name(name, language))
     return dict(zip(snippet_ranking(ids), usable, strict=False))
+
+
+class _ValidRanking:
+    """The names of a ranking that are valid identifiers of a language, in order, checked as far as the
+    snippets need them and once per dataset (``most_popular_mapping`` checks them again per snippet)."""
+
+    __slots__ = ("language", "names", "rest")
+
+    def __init__(self, ranking: Sequence[str], language: str) -> None:
+        self.language = language
+        self.names: list[str] = []
+        self.rest = iter(ranking)
+
+    def grow(self) -> bool:
+        """Appends the next valid name of the ranking to ``names``; False when there is none left."""
+        for name in self.rest:
+            if is_valid_name(name, self.language):
+                self.names.append(name)
+                return True
+        return False
+
+    def usable(self, reserved: frozenset[str]) -> Iterator[str]:
+        """The valid names in order, those in ``reserved`` left out (``most_popular_mapping``'s ``usable``)."""
+        names = self.names
+        i = 0
+        while i < len(names) or self.grow():
+            name = names[i]
+            i += 1
+            if name not in reserved:
+                yield name
 
 
 @renaming_attack(
@@ -421,4 +453,13 @@ def most_popular(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]
     the dataset's own ranking, e.g. to reproduce the thesis's worked example."""
     fixed = params.get("ranking")
     rankings = frequency_ranking(items) if not fixed else {}
-    return [most_popular_mapping(it.identifiers, it.language, fixed or rankings[it.language]) for it in items]
+    valid: dict[str, _ValidRanking] = {}  # language -> its ranking's valid names
+    out = []
+    for it in items:
+        language = it.language
+        ranking = valid.get(language)
+        if ranking is None:
+            ranking = valid[language] = _ValidRanking(fixed or rankings[language], language)
+        ids = it.identifiers
+        out.append(dict(zip(snippet_ranking(ids), ranking.usable(ids.reserved), strict=False)))
+    return out

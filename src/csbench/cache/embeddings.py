@@ -32,9 +32,14 @@ first lists it, and its vector block (sha256) before it first serves a vector of
 either reads as a miss and is removed, with a warning. Temporaries left by a killed writer are never read;
 the next writer in that folder (or :meth:`EmbeddingCache.evict`) removes those whose process is gone.
 
-**Duplicates**: :meth:`EmbeddingCache.store` skips texts already cached; two processes storing one text at
-once may both write it, in two shards. A lookup then serves the copy in the shard whose name sorts first
-(on CPU both copies are the same bytes: an encoder is deterministic there).
+**One vector per key, the first committed**: :meth:`EmbeddingCache.store` holds the namespace's lock file
+(``<namespace key>/.lock``, an exclusive ``flock``) while it lists the shards, drops the texts already cached
+and writes the rest, so two writers never store one text twice. :meth:`get_or_encode` then returns the
+*cache's* vectors, not its own fresh ones: where another job committed a text first, its vector is used.
+So every job and every later run reads one vector per key, whatever order concurrent jobs ran in (an
+encoder's vector of a text can differ in the last bits with the batch it was encoded in). Where ``flock`` is
+not supported (some network file systems) the lock is skipped with a warning; a duplicate can then be
+written, and a lookup serves the copy in the shard whose name sorts first.
 
 **Eviction** (``max_bytes``): least recently used shards first. A shard's last use is its file's access
 time, set (``os.utime``, its modification time kept) when a lookup serves from it, at most once per
@@ -51,6 +56,7 @@ counted (``stats()["write_errors"]``), logged, and raised (``errors="raise"``, t
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -68,6 +74,7 @@ from typing import Any
 import numpy as np
 
 from csbench.io import DiskFullError, is_disk_full, remove_stale_temporaries, temporary_beside
+from csbench.lock import NO_FLOCK_ERRNOS
 
 logger = logging.getLogger("csbench.cache")
 
@@ -78,6 +85,7 @@ ROLES = ("query", "code")
 MAGIC = b"CSBEMB01"
 SHARD_SUFFIX = ".emb"
 NAMESPACE_FILE = "namespace.json"
+LOCK_FILE = ".lock"  # a namespace's writers' flock (never read; hidden, so never taken for a shard)
 HEADER_SIZE = 128
 ALIGN = 64
 DIGEST = 32
@@ -91,6 +99,20 @@ def default_cache_dir(root: Path | None = None) -> Path:
     if env:
         return Path(env)
     return (root or PROJECT_ROOT) / "cache" / "embeddings"
+
+
+def from_setting(setting: Mapping[str, Any], root: Path | None = None) -> EmbeddingCache | None:
+    """The cache a config's ``embedding_cache`` names (``{"dir": "default" | path | None, "max_gb": float |
+    None}``, :attr:`csbench.config.Config.embedding_cache`): None when ``dir`` is None (off); "default" is
+    :func:`default_cache_dir` under ``root`` (the project: the working folder of every job); a relative
+    path is under ``root`` too."""
+    where = setting.get("dir", "default")
+    if where is None:
+        return None
+    root = root if root is not None else Path.cwd()
+    folder = default_cache_dir(root) if where == "default" else root / Path(str(where)).expanduser()
+    max_gb = setting.get("max_gb")
+    return EmbeddingCache(folder, None if max_gb is None else int(float(max_gb) * 1e9))
 
 
 def canonical_json(data: Any) -> str:
@@ -401,13 +423,26 @@ class EmbeddingCache:
             raise ValueError(f"encode returned an array of shape {fresh.shape} for {len(unique)} texts")
         with self._lock:
             self._counts["encoded"] += len(unique)
-        self.store(namespace, unique, fresh)
         if found.vectors.shape[1] not in (0, fresh.shape[1]):
             raise ValueError(f"encode returned {fresh.shape[1]}-d vectors; the cache holds {found.vectors.shape[1]}-d")
+        self.store(namespace, unique, fresh)
+        # the cache's vectors, not the fresh ones: a text another job committed first reads as that job's
+        # vector here and in every later run (one vector per key)
+        committed = self._lookup_quietly(namespace, unique)
+        fresh[committed.hit] = committed.vectors[committed.hit]
         vectors = found.vectors if found.vectors.shape[1] else np.zeros((len(texts), fresh.shape[1]), np.float32)
         position = {text: i for i, text in enumerate(unique)}
         vectors[missing] = fresh[[position[texts[i]] for i in missing]]
         return vectors
+
+    def _lookup_quietly(self, namespace: Namespace, texts: Sequence[str]) -> LookupResult:
+        """:meth:`lookup` without counting hits and misses (a re-read of what was just stored)."""
+        with self._lock:
+            counts = dict(self._counts)
+            try:
+                return self.lookup(namespace, texts)
+            finally:
+                self._counts["hits"], self._counts["misses"] = counts["hits"], counts["misses"]
 
     # -- writing
 
@@ -421,7 +456,7 @@ class EmbeddingCache:
         hashes = np.array([text_hash(text) for text in texts], dtype=f"S{DIGEST}")
         _, first = np.unique(hashes, return_index=True)
         keep = np.sort(first)
-        with self._lock:
+        with self._lock, self._namespace_lock(namespace):
             index = self._index(namespace)
             self._refresh(index)
             if index.dim and len(texts) and index.dim != matrix.shape[1]:
@@ -461,6 +496,31 @@ class EmbeddingCache:
         if self.max_bytes is not None:
             self.evict()
         return written
+
+    @contextlib.contextmanager
+    def _namespace_lock(self, namespace: Namespace):
+        """Hold ``<namespace>/.lock`` exclusively (flock) while a writer lists, filters and writes: the
+        entries of a namespace are then committed one writer at a time, each text once."""
+        directory = self._directory(namespace)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if self.errors == "raise":
+                raise
+            logger.warning("cannot open the embedding cache's lock file in %s (%s): writing unlocked", directory, exc)
+            yield
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as exc:
+                if exc.errno not in NO_FLOCK_ERRNOS:
+                    raise
+                logger.warning("flock is not supported in %s: embedding cache writes are not serialized", directory)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
 
     def _write_namespace_file(self, namespace: Namespace) -> None:
         path = self._directory(namespace) / NAMESPACE_FILE

@@ -41,8 +41,12 @@ def is_docstring_literal(node: Node) -> bool:
         return all(is_docstring_literal(part) for part in node.named_children)
     if node.type != "string":
         return False
-    prefix = re.match(rb"[A-Za-z]*", node.text).group().lower()
+    prefix = _STRING_PREFIX.match(node.text).group().lower()
     return b"b" not in prefix and b"f" not in prefix
+
+
+_STRING_PREFIX = re.compile(rb"[A-Za-z]*")  # a string literal's prefix (``r``, ``b``, ``f``, ``u``, ...)
+_SEMICOLON = re.compile(rb"[ \t]*;[ \t]*")  # a ``;`` after a docstring, with the spaces around it
 
 
 def python_docstring_node(owner: Node) -> Node | None:
@@ -95,7 +99,7 @@ def _docstring_edit(data: bytes, owner: Node, doc: Node, body: Node) -> tuple[in
         if child.type != "comment" and child != doc:
             only_statement = False
             break
-    semicolon = re.match(rb"[ \t]*;[ \t]*", after)
+    semicolon = _SEMICOLON.match(after)
     rest = after[semicolon.end() :] if semicolon else after
     if semicolon and rest.strip() and not rest.strip().startswith(b"#"):
         # `"doc"; more()` — drop the docstring and its separator, keep the other statements

@@ -500,8 +500,18 @@ def _validate_stability(config: Config) -> None:
         )
 
 
+def _check_encoding(config: Config) -> None:
+    """``encoding.shards`` > 1 puts the parts in the embedding cache: refused when the cache is off."""
+    if config.encoding["shards"] > 1 and config.embedding_cache["dir"] is None:
+        raise ConfigError(
+            f"{locate(config, 'encoding', 'shards')}: {config.encoding['shards']} encode_shard jobs write their parts "
+            "to the embedding cache, and embedding_cache.dir is null: set a folder (or remove the null) or shards: 1"
+        )
+
+
 def check_sections(config: Config) -> None:
     """The checks that name their own file and line, after :func:`check_names`, in this order."""
+    _check_encoding(config)
     _check_registry_params(config)
     _check_dataset_options(config)
     _check_match_options(config)

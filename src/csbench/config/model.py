@@ -269,6 +269,19 @@ class Config:
         given = dict(self.raw.get("api") or {})
         return {"missing_key": given.get("missing_key", "error"), "cache_dir": given.get("cache_dir", "default")}
 
+    @property
+    def encoding(self) -> dict[str, int]:
+        """``encoding`` with its defaults: ``processes`` (1) and ``shards`` (1)."""
+        given = dict(self.raw.get("encoding") or {})
+        return {"processes": int(given.get("processes", 1)), "shards": int(given.get("shards", 1))}
+
+    @property
+    def embedding_cache(self) -> dict[str, Any]:
+        """``embedding_cache`` with its defaults: ``dir`` ("default": $CSBENCH_EMBEDDING_CACHE, else
+        cache/embeddings under the project; None: off) and ``max_gb`` (None: no bound)."""
+        given = dict(self.raw.get("embedding_cache") or {})
+        return {"dir": given.get("dir", "default"), "max_gb": given.get("max_gb")}
+
     def api_key_missing(self, name: str) -> str | None:
         """The name of the variable that should hold model ``name``'s key when it is not set, else None
         (a model of another family, or an endpoint that needs no key)."""

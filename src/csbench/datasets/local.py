@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
@@ -407,11 +408,21 @@ def build_local_corpus(
     splits: SplitSettings,
     progress: bool = True,
     workers: int = 1,
-) -> tuple[pd.DataFrame, dict]:
+    out: Path | None = None,
+    batch_rows: int = 20_000,
+) -> tuple[pd.DataFrame | None, dict]:
     """Extract, filter, de-duplicate and split a corpus. Returns the records and the card data.
 
     Files are processed in sorted order and duplicates resolved in that order (the first copy is
     kept), so the result does not depend on ``workers``.
+
+    With ``out`` (a folder), the records are not returned (None) but streamed into its split files
+    (``<split>.parquet`` for every split of ``csbench.paths.ALL_SPLITS``) in row groups of
+    ``batch_rows``, so memory is bounded by ``batch_rows`` rather than by the corpus (what grows with
+    it: the de-duplication keys and two token counts per function); the card's splits then also carry
+    their ``code_layout``. The files hold the same table as ``write_parquet`` of each split of the
+    returned records (byte for byte where a split fits one row group); a split is renamed into place
+    only when whole, and only once every record has been read.
     """
     language = options["language"]
     root = resolve_source(options["source"])
@@ -430,42 +441,53 @@ def build_local_corpus(
     skipped: dict[str, list[str]] = {"undecodable": [], "unparsable": [], **listing.skipped}
     errors = dict(listing.errors)
     counts: Counter[str] = Counter()
-    rows = []
+    sink = _SplitFiles(out, batch_rows) if out is not None else None
+    rows: list[dict] = []
     seen_keys: set[str] = set()
     content = hashlib.sha256()
     jobs = [(file, root, file.relative_to(root).as_posix(), language, filters) for file in files]
-    for result in _map_files(jobs, workers, f"extract {name}", progress):
-        content.update(result.digest)
-        if result.status != "ok":
-            skipped.setdefault(result.status, []).append(result.rel)
-            if result.error:
-                errors[result.rel] = result.error
-            continue
-        split = split_of(result.rel, splits)
-        for fn, reason, key in result.functions:
-            counts["documented_functions"] += 1
-            if reason:
-                counts[f"dropped_{reason}"] += 1
+    add = sink.add if sink is not None else rows.append
+    try:
+        for result in _map_files(jobs, workers, f"extract {name}", progress):
+            content.update(result.digest)
+            if result.status != "ok":
+                skipped.setdefault(result.status, []).append(result.rel)
+                if result.error:
+                    errors[result.rel] = result.error
                 continue
-            if key in seen_keys:
-                counts["dropped_duplicate"] += 1
-                continue
-            seen_keys.add(key)
-            rows.append(
-                {
-                    "id": f"{name}/{result.rel}#L{fn.start_line}",
-                    "language": language,
-                    "query": fn.query,
-                    "code": fn.code,
-                    "func_name": fn.func_name,
-                    "repo": repo,
-                    "path": result.rel,
-                    "url": f"{url_prefix}{result.rel}#L{fn.start_line}-L{fn.end_line}",
-                    "split": split,
-                    "docstring": fn.docstring,
-                }
-            )
-    frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+            split = split_of(result.rel, splits)
+            for fn, reason, key in result.functions:
+                counts["documented_functions"] += 1
+                if reason:
+                    counts[f"dropped_{reason}"] += 1
+                    continue
+                if key in seen_keys:
+                    counts["dropped_duplicate"] += 1
+                    continue
+                seen_keys.add(key)
+                add(
+                    {
+                        "id": f"{name}/{result.rel}#L{fn.start_line}",
+                        "language": language,
+                        "query": fn.query,
+                        "code": fn.code,
+                        "func_name": fn.func_name,
+                        "repo": repo,
+                        "path": result.rel,
+                        "url": f"{url_prefix}{result.rel}#L{fn.start_line}-L{fn.end_line}",
+                        "split": split,
+                        "docstring": fn.docstring,
+                    }
+                )
+        if sink is not None:
+            frame, statistics = None, sink.close()
+        else:
+            frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+            statistics = split_statistics(frame)
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
     # every kind in SKIP_KINDS order; the two of every corpus always, the others where they occur
     skipped = {k: skipped[k] for k in SKIP_KINDS if k in skipped and (skipped[k] or k in SKIP_KINDS_ALWAYS)}
     card = {
@@ -478,7 +500,7 @@ def build_local_corpus(
         "files": {"found": len(files), **{k: len(v) for k, v in skipped.items()}},
         "skipped_files": skipped,
         "extraction": dict(sorted(counts.items())),
-        "splits": split_statistics(frame),
+        "splits": statistics,
     }
     if errors:
         card["skip_errors"] = {rel: errors[rel] for kind in skipped for rel in skipped[kind] if rel in errors}
@@ -502,6 +524,105 @@ def _mean_std(values: list[int]) -> dict[str, float]:
         return {"mean": float("nan"), "std": float("nan")}
     arr = np.asarray(values, dtype=float)
     return {"mean": round(float(arr.mean()), 2), "std": round(float(arr.std()), 2)}
+
+
+class _SplitFiles:
+    """The split files of a local corpus written as its records come (``build_local_corpus(out=)``):
+    per split, a Parquet file beside its final name filled in row groups of ``batch_rows`` records,
+    each made as ``write_parquet`` makes a whole split's (``DataFrame.to_parquet(index=False)``:
+    ``pa.Table.from_pandas``, snappy), and the split's statistics as ``split_statistics`` and
+    ``code_layout_of`` compute them. ``close`` finishes and renames the files into place split by
+    split; ``abort`` (on any error) removes those not yet in place. A full disk raises
+    ``DiskFullError`` naming the split."""
+
+    def __init__(self, out: Path, batch_rows: int) -> None:
+        from csbench.datasets.prepare import LayoutStats
+        from csbench.paths import ALL_SPLITS
+
+        self.out, self.batch_rows = out, max(1, batch_rows)
+        self.buffers: dict[str, list[dict]] = {s: [] for s in ALL_SPLITS}
+        self.writers: dict = {}
+        self.temps: dict[str, Path] = {}
+        self.schema = None  # of the first batch: every later batch and an empty split take it
+        self.dtypes = None
+        # per split: the query and code token counts (split_statistics) and the code layout
+        self.query_tokens: dict[str, list[int]] = {s: [] for s in SPLITS}
+        self.code_tokens: dict[str, list[int]] = {s: [] for s in SPLITS}
+        self.layouts = {s: LayoutStats() for s in SPLITS}
+
+    def add(self, row: dict) -> None:
+        split = row["split"]
+        self.buffers[split].append(row)
+        self.query_tokens[split].append(len(docstring_tokens(row["query"])))
+        self.code_tokens[split].append(len(subtokens(row["code"])))
+        self.layouts[split].add(row["language"], row["code"])
+        if len(self.buffers[split]) >= self.batch_rows:
+            self._write(split, pd.DataFrame(self.buffers[split], columns=list(RECORD_COLUMNS)))
+            self.buffers[split].clear()
+
+    def _write(self, split: str, frame: pd.DataFrame) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from csbench.io import DiskFullError, is_disk_full, temporary_beside
+
+        if self.schema is None:
+            self._type(frame)
+        table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False)
+        try:
+            if split not in self.writers:
+                self.out.mkdir(parents=True, exist_ok=True)
+                self.temps[split] = temporary_beside(self.out / f"{split}.parquet")
+                self.writers[split] = pq.ParquetWriter(self.temps[split], self.schema, compression="snappy")
+            self.writers[split].write_table(table)
+        except OSError as err:
+            if is_disk_full(err) and not isinstance(err, DiskFullError):
+                temp = self.temps.get(split)
+                written = temp.stat().st_size if temp is not None and temp.exists() else None
+                self.abort()
+                raise DiskFullError(self.out / f"{split}.parquet", err, None, written) from err
+            raise
+
+    def _type(self, frame: pd.DataFrame) -> None:
+        """Take the schema and dtypes of the records from this frame of them."""
+        import pyarrow as pa
+
+        self.schema, self.dtypes = pa.Table.from_pandas(frame, preserve_index=False).schema, frame.dtypes
+
+    def close(self) -> dict[str, dict]:
+        """Write what is left and rename the files into place; the splits' statistics (the card's)."""
+        from csbench.io import _UMASK
+
+        if self.schema is None:  # no batch written yet: the records' types, before an empty split is written
+            rows = next((rows for rows in self.buffers.values() if rows), [])
+            self._type(pd.DataFrame(rows, columns=list(RECORD_COLUMNS)))
+        for split, rows in self.buffers.items():  # split by split, as write_parquet of each split did
+            if rows or split not in self.writers:  # an empty split: typed as a filtered frame of the records
+                frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+                self._write(split, frame if rows or self.dtypes is None else frame.astype(self.dtypes))
+                rows.clear()
+            self.writers.pop(split).close()
+            os.chmod(self.temps[split], 0o666 & ~_UMASK)
+            os.replace(self.temps.pop(split), self.out / f"{split}.parquet")
+        return {
+            split: {
+                "pairs": len(self.code_tokens[split]),
+                "query_tokens": _mean_std(self.query_tokens[split]),
+                "code_tokens": _mean_std(self.code_tokens[split]),
+                "code_layout": self.layouts[split].as_dict(),
+            }
+            for split in SPLITS
+        }
+
+    def abort(self) -> None:
+        """Close and remove every file not yet renamed into place."""
+        for writer in self.writers.values():
+            with contextlib.suppress(OSError):  # the error being handled is the one to report
+                writer.close()
+        self.writers.clear()
+        for temp in self.temps.values():
+            temp.unlink(missing_ok=True)
+        self.temps.clear()
 
 
 def split_statistics(frame: pd.DataFrame) -> dict[str, dict]:

@@ -23,6 +23,12 @@ of codes, sized from ``memory_mb``) and, per query, a count and a running top li
 * the work on a block (counting, top lists) is shared by threads, one part of the queries' rows each
   (``work_threads``: the BLAS threads the environment sets); a query's results depend on its own row
   only, so the thread count never changes them.
+* where the selection kernel is compiled (``csbench.evaluate._select``, Cython, built by ``make
+  setup``; ``USE_KERNEL``), a float32 block is counted and its candidates appended in one pass per
+  row in C without the GIL, a full buffer cut by quickselect as it fills, the guess read by
+  quickselect, and the lists written into the result in place; without it the same steps run in
+  numpy. The results are bitwise the same either way (tests/evaluate/test_ranking_kernel.py runs
+  every engine test through the kernel's Python source and, where built, its compiled module).
 
 ``rank_blocks`` is the core (any scoring function); ``rank_dense`` ranks inner products of vectors
 against one pool; ``rank_candidates`` ranks each query against its own candidate row.
@@ -40,7 +46,14 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
+from csbench.evaluate import _select
+
 ScoreBlock = Callable[[np.ndarray, slice], np.ndarray]
+
+# Whether float32 blocks go through the selection kernel (``_select.scan_block``: counting and top-list
+# candidates in one pass per row, without the GIL) instead of the numpy path; same results either way.
+# Only when the kernel is compiled: run as Python it is exact but far too slow (the tests switch it on).
+USE_KERNEL: bool = _select.COMPILED
 
 # Bytes of working memory per entry of a score block beyond the scores: the comparison masks
 # (1 byte each); the scores are counted three times (the block, a NaN-free or partitioned copy, slack).
@@ -129,8 +142,10 @@ def rank_blocks(
         raise ValueError(f"answers must be code indices in [0, {n_codes}) or -1")
     columns = _Columns.of(code_column, n_codes)
     ranks = np.zeros(n_queries, dtype=np.int64)
-    top = np.full((n_queries, depth), -1, dtype=np.int64)
-    top_scores = np.full((n_queries, depth), np.nan)
+    # every evaluated query's row is written whole (writing -1 / NaN first would touch them twice)
+    top = np.empty((n_queries, depth), dtype=np.int64)
+    top_scores = np.empty((n_queries, depth))
+    top[answers < 0], top_scores[answers < 0] = -1, np.nan
     evaluated = np.flatnonzero(answers >= 0)
     n_columns = columns.n
     if block is None:
@@ -144,13 +159,24 @@ def rank_blocks(
     slices = [slice(b * cols, min(n_columns, (b + 1) * cols)) for b in range(n_blocks)]
     answer_columns = columns.column_of(answers)
     threads = min(work_threads(), rows)
+    stores: list[dict] = [{} for _ in range(threads)]  # per part of a query block: its reused top-list buffers
     with (
         tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar,
         ThreadPoolExecutor(threads) as pool,
     ):
         for queries in _query_blocks(answer_columns, evaluated, rows, cols, n_blocks):
-            ranks[queries], top[queries], top_scores[queries] = _rank_query_block(
-                score_block, queries, answers[queries], answer_columns[queries], slices, columns, n_codes, depth, pool
+            ranks[queries] = _rank_query_block(
+                score_block,
+                queries,
+                answers[queries],
+                answer_columns[queries],
+                slices,
+                columns,
+                n_codes,
+                depth,
+                pool,
+                out=(top, top_scores),
+                stores=stores,
             )
             bar.update(queries.size)
     return result
@@ -305,6 +331,7 @@ class _Columns:
     column: np.ndarray | None = None
     shared: np.ndarray | None = None  # columns scoring several codes, ascending
     extra: np.ndarray | None = None  # codes beyond the first of each shared column
+    sizes: np.ndarray | None = None  # codes per column (int64)
 
     @classmethod
     def of(cls, code_column: np.ndarray | None, n_codes: int) -> _Columns:
@@ -323,7 +350,7 @@ class _Columns:
         offsets = np.r_[0, np.cumsum(sizes)]
         codes = np.argsort(column, kind="stable")  # by column, then code index
         shared = np.flatnonzero(sizes > 1)
-        return cls(sizes.size, offsets, codes, column, shared, sizes[shared] - 1)
+        return cls(sizes.size, offsets, codes, column, shared, sizes[shared] - 1, sizes.astype(np.int64))
 
     def column_of(self, codes: np.ndarray) -> np.ndarray:
         """Column of each code (-1 stays -1)."""
@@ -399,10 +426,15 @@ def _rank_query_block(
     n_codes: int,
     depth: int,
     pool: ThreadPoolExecutor | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Ranks, top lists and top scores of one query block (``answer_columns`` ascending). The work on
-    each score block (counting, top lists) runs in ``pool``, one part of the queries' rows per thread
-    (numpy releases the GIL in its loops); a query's results depend on its own row only."""
+    *,
+    out: tuple[np.ndarray, np.ndarray],
+    stores: list[dict] | None = None,
+) -> np.ndarray:
+    """Ranks of one query block (``answer_columns`` ascending), returned; its top lists and top scores
+    are written into rows ``queries`` of ``out`` = (top, top_scores). The work on each score block
+    (counting, top lists) runs in ``pool``, one part of the queries' rows per thread (numpy and the
+    kernel release the GIL in their loops); a query's results depend on its own row only. ``stores``:
+    one dict per part, where the parts' top-list buffers are kept for the next query block."""
     width = slices[0].stop - slices[0].start
     answer_block = answer_columns // width
     first = int(answer_block[-1])
@@ -417,7 +449,11 @@ def _rank_query_block(
     n_parts = max(1, min(pool._max_workers if pool is not None else 1, queries.size))
     bounds = np.linspace(0, queries.size, n_parts + 1).astype(int)
     parts = [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
-    heads = [_Head(p.stop - p.start, depth, answers[p], columns, n_codes, guess=True) for p in parts]
+    stores = stores if stores is not None and len(stores) >= len(parts) else [{} for _ in parts]
+    heads = [
+        _Head(p.stop - p.start, depth, answers[p], columns, n_codes, guess=True, store=stores[k])
+        for k, p in enumerate(parts)
+    ]
 
     def each(work: Callable[[int], object]) -> list:
         if pool is None or len(parts) == 1:
@@ -441,6 +477,10 @@ def _rank_query_block(
             k: int, scores: np.ndarray = scores, start: int = start, correct_col: np.ndarray = correct_col
         ) -> None:
             p = parts[k]
+            if depth and heads[k].kernel(scores):  # counting and candidates in one pass
+                count = (targets[p].astype(np.float32), counts[p])
+                heads[k].add(scores[p], start, correct_col[p], n_columns, count=count)
+                return
             # scores >= NaN is False: a NaN target's count is unused (its rank is n_codes)
             reached = scores[p] >= targets[p].astype(scores.dtype)[:, None]
             # summing the mask's bytes into int32 is ~3x faster than count_nonzero(axis=1)
@@ -453,8 +493,9 @@ def _rank_query_block(
     nan_target = np.isnan(targets)
     ranks = np.where(nan_target, n_codes, counts)
     if not depth:
-        return ranks, np.empty((queries.size, 0), np.int64), np.empty((queries.size, 0))
+        return ranks
     failed = np.concatenate([heads[k].finish() + p.start for k, p in enumerate(parts)])
+    again = None
     if failed.size:
         # queries whose guessed threshold left fewer than depth candidates: their lists again, without
         # a guess, from the same blocks (score_block is deterministic: the very same scores)
@@ -470,18 +511,13 @@ def _rank_query_block(
             correct_col[mine] = answer_columns[failed][mine] - start
             again.add(scores, start, correct_col, n_columns)
         again.finish()
-        for k, p in enumerate(parts):
-            mine = np.flatnonzero((failed >= p.start) & (failed < p.stop))
-            local = failed[mine] - p.start
-            heads[k].order[local], heads[k].score[local] = again.order[mine], again.score[mine]
-            heads[k].code[local] = again.code[mine]
     # position of the correct code in top_k order: rank - 1, except that top_k reads NaN as -inf, so a
     # NaN or -inf correct score comes after every other code (rank_of_correct does not count NaNs)
     position = np.where(nan_target | (targets == -np.inf), n_codes - 1, ranks - 1)
-    lists = each(lambda k: heads[k].with_correct(targets[parts[k]], position[parts[k]]))
-    top = np.concatenate([codes for codes, _ in lists])
-    top_scores = np.concatenate([scores for _, scores in lists])
-    return ranks, top, top_scores
+    each(lambda k: heads[k].write(targets[parts[k]], position[parts[k]], queries[parts[k]], out))
+    if again is not None:  # the failed guesses' lists replace theirs
+        again.write(targets[failed], position[failed], queries[failed], out)
+    return ranks
 
 
 _FREE = np.uint64(np.iinfo(np.uint64).max)  # the packed key of a free top-list slot
@@ -529,7 +565,14 @@ class _Head:
     lists are sorted float64 arrays merged with a two-key lexsort."""
 
     def __init__(
-        self, n: int, depth: int, answers: np.ndarray, columns: _Columns, n_codes: int, guess: bool = False
+        self,
+        n: int,
+        depth: int,
+        answers: np.ndarray,
+        columns: _Columns,
+        n_codes: int,
+        guess: bool = False,
+        store: dict | None = None,
     ) -> None:
         self.n = n
         self.depth = depth
@@ -541,8 +584,15 @@ class _Head:
         self.failed = np.zeros(n, dtype=bool)
         self.key: np.ndarray | None = None
         if self.packed:
-            self.key = np.full((n, 2 * depth), _FREE)
-            self.raw = np.empty((n, 2 * depth), dtype=np.float32)  # the score as computed (unset where free)
+            # the buffers of an earlier query block where ``store`` keeps them: fresh pages cost more to
+            # fault in than to fill
+            store = {} if store is None else store
+            if store.get("key") is None or store["key"].shape[0] < n or store["key"].shape[1] != 2 * depth:
+                store["key"] = np.empty((n, 2 * depth), dtype=np.uint64)
+                store["raw"] = np.empty((n, 2 * depth), dtype=np.float32)
+            self.key = store["key"][:n]
+            self.key.fill(_FREE)
+            self.raw = store["raw"][:n]  # the score as computed (unset where free)
             self.fill = np.zeros(n, dtype=np.int64)
             self.worst = np.full(n, _FREE)  # the largest of the depth keys kept when the buffer last filled
             self.special = False  # a NaN or -0.0 score was packed (its key reads -inf or +0.0)
@@ -583,10 +633,22 @@ class _Head:
             self.key = None
         self.packed = False
 
-    def add(self, scores: np.ndarray, start: int, correct_col: np.ndarray, n_columns: int = 0) -> None:
+    def kernel(self, scores: np.ndarray) -> bool:
+        """Whether ``add`` merges this block through the selection kernel (and can count with it)."""
+        return USE_KERNEL and self.packed and scores.dtype == np.float32
+
+    def add(
+        self,
+        scores: np.ndarray,
+        start: int,
+        correct_col: np.ndarray,
+        n_columns: int = 0,
+        count: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         """Merge a block of ``scores`` (its first column is column ``start``, of ``n_columns``) into the
         lists, leaving out each query's correct code (its column in the block: ``correct_col``, -1 if
-        elsewhere)."""
+        elsewhere). ``count`` = (float32 correct scores, int64 counts), only where ``kernel``: the codes
+        scoring at least the correct score are added to the counts in the same pass."""
         if self.packed and scores.dtype != np.float32:
             self._unpack()  # a query short of its guess so far is marked failed (exact for the others)
         width = scores.shape[1]
@@ -603,22 +665,37 @@ class _Head:
         if not_full.size and width >= depth:
             # a list still filling would take every score: bound it by the block's depth-th best column
             # other than the correct one's (set to -inf: each other column scores at least one other code)
-            own = scores[not_full]
-            own[np.isnan(own)] = -np.inf  # partition would place NaN above everything
-            where = correct_col[not_full] >= 0
-            own[np.flatnonzero(where), correct_col[not_full][where]] = -np.inf
-            if self.guessing and n_columns > width:
-                # the guess is above the block's depth-th best: that bound is not needed
-                rank = _guess_rank(depth, width, n_columns)
+            guessing = self.guessing and n_columns > width
+            # the guess is above the block's depth-th best: that bound is not needed then
+            rank = _guess_rank(depth, width, n_columns) if guessing else depth
+            if self.kernel(scores):
+                nth = np.empty(not_full.size)
+                _select.kth_largest(
+                    np.ascontiguousarray(scores),
+                    not_full.astype(np.int64),
+                    np.ascontiguousarray(correct_col, dtype=np.int64),
+                    rank,
+                    np.empty(width, dtype=np.float32),
+                    nth,
+                )
+            else:
+                own = scores[not_full]
+                own[np.isnan(own)] = -np.inf  # partition would place NaN above everything
+                where = correct_col[not_full] >= 0
+                own[np.flatnonzero(where), correct_col[not_full][where]] = -np.inf
                 own.partition(width - rank, axis=1)
-                self.guess[not_full] = own[:, width - rank]
+                nth = own[:, width - rank]
+            if guessing:
+                self.guess[not_full] = nth
                 floor[not_full] = np.maximum(floor[not_full], self.guess[not_full])
             else:
-                own.partition(width - depth, axis=1)
-                floor[not_full] = own[:, width - depth]
+                floor[not_full] = nth
                 if self.packed:
                     self.bound[not_full] = floor[not_full]
         self.guessing = False
+        if self.kernel(scores):
+            self._scan(scores, start, correct_col, floor, count)
+            return
         reach = scores >= floor.astype(scores.dtype)[:, None]  # NaN >= floor is False, as -inf would be...
         low = np.flatnonzero(floor == -np.inf)
         if low.size:  # ...except against a floor of -inf, which NaN (ordered as -inf) reaches
@@ -667,6 +744,46 @@ class _Head:
         row, value, raw, code = row[keep], value[keep], raw[keep], code[keep]
         if row.size:
             self._merge(row, value, raw, code)
+
+    def _scan(
+        self,
+        scores: np.ndarray,
+        start: int,
+        correct_col: np.ndarray,
+        floor: np.ndarray,
+        count: tuple[np.ndarray, np.ndarray] | None,
+    ) -> None:
+        """``add``'s candidates (and ``count``) through the kernel: one pass per row, the buffers updated
+        in place, a full buffer cut back to its ``depth`` smallest keys as it fills."""
+        scores = np.ascontiguousarray(scores)
+        if count is None:
+            target, counts = np.full(self.n, np.nan, dtype=np.float32), np.zeros(self.n, dtype=np.int64)
+        else:
+            target, counts = count
+        columns = self.columns
+        if columns.codes is None:
+            sizes = offsets = codes = np.empty(0, dtype=np.int64)
+        else:
+            sizes, offsets, codes = columns.sizes, columns.offsets, columns.codes
+        special = _select.scan_block(
+            scores,
+            scores.view(np.uint32),
+            np.ascontiguousarray(target, dtype=np.float32),
+            floor.astype(np.float32),
+            counts,
+            self.key,
+            self.raw,
+            self.fill,
+            self.worst,
+            np.ascontiguousarray(self.answers, dtype=np.int64),
+            np.ascontiguousarray(correct_col, dtype=np.int64),
+            sizes,
+            offsets,
+            codes,
+            int(start),
+            self.depth,
+        )
+        self.special = self.special or bool(special)
 
     def _append(self, row: np.ndarray, key: np.ndarray, raw: np.ndarray) -> None:
         """Append candidates (``row`` ascending, packed key, float32 score) to the buffers; a query
@@ -729,10 +846,45 @@ class _Head:
         self.code[touched] = np.take_along_axis(code2, best, axis=1)
 
     def finish(self) -> np.ndarray:
-        """End the merging: the queries whose guess failed (to be ranked again without one)."""
-        if self.packed:
+        """End the merging: the queries whose guess failed (to be ranked again without one). With the
+        kernel the buffers stay packed (``write`` sorts them), else they become sorted arrays."""
+        if self.packed and USE_KERNEL:
+            self.failed = (self.guess > -np.inf) & (self.worst == _FREE) & (self.fill < self.depth)
+        elif self.packed:
             self._unpack()
         return np.flatnonzero(self.failed)
+
+    def write(
+        self, correct_score: np.ndarray, position: np.ndarray, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray]
+    ) -> None:
+        """Write the final top lists (``with_correct``) into rows ``rows`` of ``out`` = (top, top_scores)."""
+        top, top_scores = out
+        if self.packed and USE_KERNEL:
+            depth = self.depth
+            _select.select_rows(self.key, self.raw, self.fill, depth)
+            keys, raw = self.key[:, :depth], self.raw[:, :depth]
+            if self.special:  # a NaN or -0.0 score: the scores follow their keys
+                by_key = np.argsort(keys, axis=1)
+                keys[:] = np.take_along_axis(keys, by_key, axis=1)
+                raw[:] = np.take_along_axis(raw, by_key, axis=1)
+            else:  # every score is its key's order value: keys ascending are scores descending
+                keys.sort(axis=1)
+                np.negative(raw, out=raw)
+                raw.sort(axis=1)
+                np.negative(raw, out=raw)
+            _select.write_rows(
+                self.key,
+                self.raw,
+                np.ascontiguousarray(self.answers, dtype=np.int64),
+                np.ascontiguousarray(correct_score, dtype=np.float64),
+                np.ascontiguousarray(position, dtype=np.int64),
+                np.ascontiguousarray(rows, dtype=np.int64),
+                top,
+                top_scores,
+                depth,
+            )
+            return
+        top[rows], top_scores[rows] = self.with_correct(correct_score, position)
 
     def with_correct(self, correct_score: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The final top lists (codes, scores): each query's correct code inserted at ``position``

@@ -110,7 +110,7 @@ class ApiRetriever(DenseRetriever):
         self.index_usage: dict[str, Any] = {}
         self._index_end: dict[str, Any] = {}  # the embedder's counts when the pool was indexed here
 
-    def encode(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
+    def model_vectors(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
         """The endpoint's vectors of ``texts`` (the same request for a query and a code)."""
         return self.encoder.embed(texts)
 

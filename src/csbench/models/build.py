@@ -4,6 +4,10 @@ one to evaluate zero-shot, or a trained checkpoint; and the retriever that score
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +15,11 @@ from typing import Any
 import pandas as pd
 
 from csbench.models import ModelSpec, Retriever
+
+log = logging.getLogger("csbench")
+# what an endpoint model's params say about how to reach it and how hard to try: not part of its vectors
+_API_TRANSPORT = frozenset({"api_key_env", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "concurrency",
+                            "batch_size", "family", "training"})
 
 
 def _own(params: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +94,103 @@ def model_loader(
     raise ValueError(f"model {spec.name!r} is trained from scratch: its runs need a checkpoint")
 
 
+# ------------------------------------------------------------------------------ the embedding cache
+
+
+@functools.lru_cache(maxsize=32)
+def _folder_digest(folder: str, listing: tuple[tuple[str, int, int], ...]) -> str:
+    """The sha256 over a folder's files (relative name and content, in name order); memoised on the
+    listing's names, sizes and modification times."""
+    digest = hashlib.sha256()
+    for name, _, _ in listing:
+        file_digest = hashlib.sha256()
+        with open(os.path.join(folder, name), "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                file_digest.update(block)
+        digest.update(f"{name}\0{file_digest.hexdigest()}\n".encode())
+    return digest.hexdigest()
+
+
+def folder_identity(folder: str | Path) -> str:
+    """``folder:sha256:<hash>`` of every file below ``folder`` (a model as a local folder or a package)."""
+    root = Path(folder)
+    listing = tuple(sorted(
+        (path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns)
+        for path in root.rglob("*") if path.is_file() and not path.name.startswith(".")
+        for stat in [path.stat()]
+    ))
+    return f"folder:sha256:{_folder_digest(str(root), listing)}"
+
+
+def _hub_identity(model_id: str) -> str | None:
+    """``hub:<id>@<commit>`` of the snapshot of hub model ``model_id`` that loading reads (the local
+    Hugging Face cache's, as ``from_pretrained`` resolves it offline); None when there is none."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(model_id, local_files_only=True))
+    except Exception:  # not in the cache, or not a hub id: no identity, no caching
+        return None
+    return f"hub:{model_id}@{folder.name}"
+
+
+def encoder_identity(
+    spec: ModelSpec, params: dict[str, Any], checkpoint: Path | None, retriever: Any = None
+) -> str | None:
+    """What names the weights behind a run's vectors in the embedding cache (csbench.cache.embeddings),
+    changing whenever they do, or None when nothing can (the run then encodes without the cache):
+
+    - a trained checkpoint: the digest of its ``SHA256SUMS`` (which lists every file's sha256);
+    - a zero-shot Hugging Face model: the content hash of its folder (local or packaged), else the hub
+      commit of the cached snapshot;
+    - an endpoint (``api``): its URL, model name and pinned revision;
+    - a user's class (``python``): its class, distribution, version and revision, only when a revision
+      is given (csbench cannot see a user's weights change otherwise)."""
+    from csbench.models.integrity import sums_digest
+
+    if checkpoint is not None:
+        digest = sums_digest(checkpoint)
+        return f"checkpoint:sha256sums:{digest}" if digest else None
+    if spec.family == "hf":
+        from csbench.models.hf import resolve_model_id, resolve_params
+
+        source = resolve_model_id(str(resolve_params(_own(params))["model_id"]))
+        return folder_identity(source) if Path(source).is_dir() else _hub_identity(source)
+    if spec.family == "api":
+        from csbench.api.settings import ApiSettings
+
+        settings = ApiSettings.from_params(_own(params))
+        return f"api:{settings.base_url}/{settings.model}@{settings.revision or ''}"
+    if spec.family == "python" and retriever is not None:
+        source = retriever.model_source()
+        if not source.get("revision"):
+            return None
+        keys = ("class", "distribution", "version", "revision")
+        return "python:" + json.dumps({k: source.get(k) for k in keys}, sort_keys=True, separators=(",", ":"))
+    return None
+
+
+def attach_embedding_cache(
+    retriever: Any, cache: Any, spec: ModelSpec, params: dict[str, Any], checkpoint: Path | None
+) -> Any:
+    """Make ``retriever`` (a dense one: its ``encode``) look its vectors up in ``cache`` before encoding
+    (:meth:`csbench.models.encoder.DenseRetriever.use_embedding_cache`), under the run's
+    :func:`encoder_identity`; other retrievers, or no cache, or no identity: unchanged. Returns it."""
+    if cache is None or not hasattr(retriever, "use_embedding_cache"):
+        return retriever
+    identity = encoder_identity(spec, params, checkpoint, retriever)
+    if identity is None:
+        log.info("model %s: no identity for the embedding cache (see docs/cache.md): encoded without it", spec.name)
+        return retriever
+    cache_params = None
+    if spec.family == "api":
+        cache_params = {"kind": "api", "params": {k: v for k, v in params.items() if k not in _API_TRANSPORT}}
+    elif spec.family == "python":
+        cache_params = {"kind": "python", "params": {k: v for k, v in _own(params).items() if k != "batch_size"}}
+    retriever.use_embedding_cache(cache, identity, cache_params)
+    return retriever
+
+
 def retriever_factory(
     spec: ModelSpec,
     params: dict[str, Any],
@@ -92,11 +198,15 @@ def retriever_factory(
     batch_size: int = 128,
     cache_dir: str | Path | None = "default",
     dataset: str | None = None,
+    embedding_cache: Any = None,
+    processes: int = 1,
 ) -> Callable[[], Retriever]:
     """A factory of fresh retrievers for the run: BM25 from its parameters; a dense retriever over the
     trained ``checkpoint`` (``best/``), or over the pretrained encoder for a zero-shot run, or over a
     user's class (``python``); an endpoint's retriever (``api``) or matcher (``llm``: its prompt is
-    ``dataset``'s), whose answers are cached in ``cache_dir``."""
+    ``dataset``'s), whose answers are cached in ``cache_dir``. A dense retriever looks its vectors up in
+    ``embedding_cache`` (:func:`attach_embedding_cache`) when one is given; a bi-encoder's encodes its pools
+    over ``processes`` worker processes (csbench.models.parallel) when more than 1."""
     if spec.family == "lexical":
         return functools.partial(spec.factory, _own(params))
     loader = model_loader(spec, params, checkpoint, cache_dir)
@@ -104,12 +214,14 @@ def retriever_factory(
         from csbench.models.api import ApiRetriever
 
         embedder = loader()  # one client (and one usage count) for the pools of a run
-        return functools.partial(ApiRetriever, embedder, int(params.get("batch_size", 256)), False, loader)
+        api = functools.partial(ApiRetriever, embedder, int(params.get("batch_size", 256)), False, loader)
+        return lambda: attach_embedding_cache(api(), embedding_cache, spec, params, checkpoint)
     if spec.family == "python":
         from csbench.models.python import PythonRetriever
 
         encoder = loader()  # one instance of the user's class for the pools of a run
-        return functools.partial(PythonRetriever, encoder, int(params.get("batch_size", 128)), False, loader)
+        user = functools.partial(PythonRetriever, encoder, int(params.get("batch_size", 128)), False, loader)
+        return lambda: attach_embedding_cache(user(), embedding_cache, spec, params, checkpoint)
     if spec.family == "llm":
         from csbench.models.llm import LlmMatcher
 
@@ -132,6 +244,7 @@ def retriever_factory(
     encoder = loader()  # one load, shared by the pools of a run
 
     def factory() -> Retriever:
-        return DenseRetriever(encoder, batch_size=batch_size, loader=loader)
+        retriever = DenseRetriever(encoder, batch_size=batch_size, loader=loader, processes=processes)
+        return attach_embedding_cache(retriever, embedding_cache, spec, params, checkpoint)
 
     return factory

@@ -278,6 +278,16 @@ def length_sorted_batches(
     return batches
 
 
+def encode_batch(
+    encoder: BiEncoder, texts: Sequence[str], side: str, languages: Sequence[str] | None, device: torch.device
+) -> np.ndarray:
+    """float32 vectors of one batch, as given (no reordering): what :func:`encode_texts` computes per batch,
+    and each worker of :mod:`csbench.models.parallel` too (the same batch gives the same bits)."""
+    features = encoder.query_features(texts) if side == "query" else encoder.code_features(texts, languages)
+    vectors = encoder.encode({k: v.to(device) for k, v in features.items()}, side)
+    return vectors.float().cpu().numpy()
+
+
 @torch.inference_mode()
 def encode_texts(
     encoder: BiEncoder,
@@ -300,13 +310,8 @@ def encode_texts(
     batches = length_sorted_batches(encoder.lengths(texts, side), batch_size)
     try:
         for batch in tqdm(batches, desc=f"encode {side}s", unit="batch", disable=not progress, mininterval=2):
-            chunk = [texts[i] for i in batch]
-            if side == "query":
-                features = encoder.query_features(chunk)
-            else:
-                features = encoder.code_features(chunk, [languages[i] for i in batch])
-            vectors = encoder.encode({k: v.to(device) for k, v in features.items()}, side)
-            vectors = vectors.float().cpu().numpy()
+            chunk_languages = None if side == "query" else [languages[i] for i in batch]
+            vectors = encode_batch(encoder, [texts[i] for i in batch], side, chunk_languages, device)
             if out is None:
                 out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
             out[batch] = vectors
@@ -335,12 +340,16 @@ class DenseRetriever:
         batch_size: int = 128,
         progress: bool = False,
         loader: Callable[[], BiEncoder] | None = None,
+        processes: int = 1,
     ) -> None:
         if encoder is None and loader is None:
             raise ValueError("a DenseRetriever needs an encoder or a loader")
+        if processes < 1:
+            raise ValueError(f"processes must be at least 1, not {processes}")
         self._encoder = encoder
         self.loader = loader
         self.batch_size = batch_size
+        self.processes = processes  # > 1: large encodings go over that many worker processes (.parallel)
         self.progress = progress
         self.similarity = encoder.similarity if encoder is not None else None
         self._codes: np.ndarray | None = None
@@ -368,22 +377,39 @@ class DenseRetriever:
         self.embedding_cache = (cache, identity, params)
 
     def encode(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
-        """Raw vectors of ``texts`` (``side``: query or code), before the cosine's normalisation: the one
-        place a subclass changes to get its vectors elsewhere (csbench.models.api: an endpoint)."""
-        progress = self.progress and side == "code"  # a pool's encoding shows a bar, a query set's not
+        """Raw vectors of ``texts`` (``side``: query or code), before the cosine's normalisation: looked up
+        in the embedding cache when one is in use (:meth:`use_embedding_cache`), the others computed by
+        :meth:`model_vectors`. ``n_forward`` counts the texts the model computed."""
         if self.embedding_cache is None:
             self.n_forward += len(texts)
-            return encode_texts(self.encoder, texts, side, languages, self.batch_size, progress)
-        return self._encode_through_cache(texts, side, languages, progress)
+            return self.model_vectors(texts, side, languages)
+        return self._encode_through_cache(texts, side, languages)
 
-    def _encode_through_cache(
-        self, texts: list[str], side: str, languages: list[str] | None, progress: bool
-    ) -> np.ndarray:
+    def model_vectors(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
+        """The model's raw vectors of ``texts``, computed now: the one place a subclass changes to get its
+        vectors elsewhere (csbench.models.api: an endpoint; csbench.models.python: a user's class)."""
+        progress = self.progress and side == "code"  # a pool's encoding shows a bar, a query set's not
+        if self.processes > 1 and self.loader is not None and len(texts) >= 2 * self.batch_size:
+            from csbench.models.parallel import encode_parallel
+
+            # the same batches as encode_texts, spread over processes that rebuild the encoder: the same bits
+            return encode_parallel(
+                self.loader, texts, side, languages, self.encoder.lengths(texts, side), self.batch_size,
+                self.processes, progress,
+            )  # fmt: skip
+        return encode_texts(self.encoder, texts, side, languages, self.batch_size, progress)
+
+    def cache_params(self) -> dict[str, Any]:
+        """What besides the weights changes a vector (the cache key's parameters): the encoder's family
+        and ``config()`` (max lengths, pooling, prefixes, ...)."""
+        return {"kind": self.encoder.kind, "config": self.encoder.config()}
+
+    def _encode_through_cache(self, texts: list[str], side: str, languages: list[str] | None) -> np.ndarray:
         from csbench.cache.embeddings import Namespace
 
         cache, identity, params = self.embedding_cache
         if params is None:
-            params = {"kind": self.encoder.kind, "config": self.encoder.config()}
+            params = self.cache_params()
         if side == "code" and languages is None:
             raise ValueError("code needs its languages")
         groups: dict[str | None, list[int]] = {}
@@ -395,8 +421,7 @@ class DenseRetriever:
 
             def encode(batch: list[str], language: str | None = language) -> np.ndarray:
                 self.n_forward += len(batch)
-                langs = [language] * len(batch) if side == "code" else None
-                return encode_texts(self.encoder, batch, side, langs, self.batch_size, progress)
+                return self.model_vectors(batch, side, [language] * len(batch) if side == "code" else None)
 
             vectors = cache.get_or_encode(namespace, [texts[i] for i in rows], encode)
             if out is None:
@@ -459,7 +484,14 @@ class DenseRetriever:
             "batch_size": self.batch_size,
             "encode_s": self.encode_s,
             "n_encoded": self.n_encoded,
+            **self.encoding_record(),
         }
+
+    def encoding_record(self) -> dict[str, Any]:
+        """How many texts the model encoded here (``n_forward``; the others came from the embedding
+        cache) and under which cache identity (None: no cache)."""
+        identity = self.embedding_cache[1] if self.embedding_cache else None
+        return {"n_forward": self.n_forward, "embedding_cache": identity}
 
     @classmethod
     def from_index_state(

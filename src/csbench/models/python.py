@@ -316,7 +316,7 @@ class PythonRetriever(DenseRetriever):
         super().__init__(encoder, batch_size=batch_size, progress=progress, loader=loader)
         self.saved_source: dict[str, Any] | None = None  # the index's, when read back from one
 
-    def encode(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
+    def model_vectors(self, texts: list[str], side: str, languages: list[str] | None = None) -> np.ndarray:
         """The user's model's vectors of ``texts`` (queries or codes), once its identity is the index's."""
         encoder = self.encoder
         if self.saved_source is not None:

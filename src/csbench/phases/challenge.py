@@ -73,6 +73,7 @@ def challenge_predict(ctx: Context, job: Submission) -> Path:
     from csbench.datasets.releases.csn_challenge import load_queries
     from csbench.evaluate import submission as sub
     from csbench.models.build import retriever_factory
+    from csbench.phases.index import embedding_cache
 
     config = ctx.config
     spec = config.model_spec(job.model)
@@ -93,7 +94,9 @@ def challenge_predict(ctx: Context, job: Submission) -> Path:
     if queries_sha != pinned:
         log.warning("%s: not the released queries.csv (SHA-256 %s, released %s)", job.queries, queries_sha, pinned)
     corpora, described = _corpora(ctx, languages, sources, pins)
-    factory = retriever_factory(spec, config.model_params(job.model), cache_dir=config.api["cache_dir"])
+    factory = retriever_factory(
+        spec, config.model_params(job.model), cache_dir=config.api["cache_dir"], embedding_cache=embedding_cache(ctx)
+    )
     started = time.perf_counter()
     frame = sub.predict(queries, corpora, factory(), k=job.top_k)
     sub.write_submission(frame, job.output)

@@ -62,7 +62,7 @@ def evaluate(ctx: Context, run: RunKey) -> Path:
     read += [files["valid"]] if valid is not None else []
     read += [Path(name) for name in matching_inputs]  # released pairs, a borrowed threshold's split
     usage = api_usage(index)
-    _write_records(out, ctx, run, timings, read, usage, model_source(index))
+    _write_records(out, ctx, run, timings, read, usage, model_source(index), query_encoding(index))
     if usage:
         log.info("%s: API usage %s", run.path, json.dumps(usage, sort_keys=True))
     write_json(
@@ -145,6 +145,13 @@ def model_source(index) -> dict | None:
     return found[0] if found else None
 
 
+def query_encoding(index) -> dict | None:
+    """Per pool kind of a dense model: the queries its network encoded in this phase (``n_forward``; the
+    others were looked up in the embedding cache) and the cache identity (None: no cache); None for others."""
+    found = {kind: r.encoding_record() for kind, r in index.retrievers.items() if hasattr(r, "encoding_record")}
+    return found or None
+
+
 def api_usage(index) -> dict | None:
     """What an endpoint model's pools cost when they were indexed and what this phase sent (per pool
     kind: requests, cache hits, tokens, truncated inputs), or None for a local model."""
@@ -185,11 +192,12 @@ def _write_records(
     inputs: list[Path],
     usage: dict | None = None,
     source: dict | None = None,
+    encoding: dict | None = None,
 ) -> None:
     """``provenance.json``: the parameters, the files read (and a trained run's ``train.json``),
     the timings and COBE's efficiency figures (with the training's, for a trained run; an endpoint
-    model's requests and tokens: ``api_usage``); a user's model's class, distribution and revision
-    (``model_source``)."""
+    model's requests and tokens: ``api_usage``; a dense model's queries encoded here, not looked up in the
+    embedding cache: ``query_encoding``); a user's model's class, distribution and revision (``model_source``)."""
     from csbench.provenance import provenance
 
     params = {"model": ctx.config.model_params(run.model), "evaluation": ctx.config.section("evaluation")}
@@ -208,6 +216,8 @@ def _write_records(
         }
     if usage:
         efficiency["api_usage"] = usage
+    if encoding:
+        efficiency["query_encoding"] = encoding
     write_json(
         out / "provenance.json",
         provenance(
@@ -262,7 +272,8 @@ def _borrowed_threshold_split(ctx: Context, run: RunKey, other: Verified, datase
         raise ValueError(f"evaluation.match_threshold: {dataset}'s validation split has {len(frame)} records")
     best = index_phase.checkpoint(run, ctx)
     spec, params = config.model_spec(run.model), config.model_params(run.model)
-    retriever = retriever_factory(spec, params, best, cache_dir=config.api["cache_dir"])()
+    cache = index_phase.embedding_cache(ctx)
+    retriever = retriever_factory(spec, params, best, cache_dir=config.api["cache_dir"], embedding_cache=cache)()
     retriever.index(frame)
     return frame, retriever
 

@@ -31,11 +31,52 @@ def index(ctx: Context, run: RunKey) -> Path:
     attacked = attacked_input(ctx, run.dataset, run.attack)
     pool, codebase, valid = read_pools(attacked, config.protocols)
     spec, best, cache_dir = config.model_spec(run.model), checkpoint(run, ctx), config.api["cache_dir"]
-    factory = retriever_factory(spec, params, best, cache_dir=cache_dir, dataset=run.dataset)
+    factory = retriever_factory(
+        spec, params, best, cache_dir=cache_dir, dataset=run.dataset, embedding_cache=embedding_cache(ctx),
+        processes=config.encoding["processes"],
+    )  # fmt: skip
     built = build_index(factory, pool, config.protocols, codebase, valid)
     built.save(paths.index_dir(run.path), index_model(run, ctx, attacked))
     log.info("%s: encoded %s in %.1f s", run.path, ", ".join(built.retrievers), built.index_s)
     return paths.index_file(run.path)
+
+
+def encode_shard(ctx: Context, run: RunKey, shard: int, shards: int) -> Path:
+    """Encode job ``shard`` of ``shards``'s part of the run's pools into the embedding cache
+    (csbench.models.shards), for the run's ``index`` job to read; its record
+    ``results/encoded/<run>/<shard>-of-<shards>.json`` (what was planned, what was encoded, the identity)."""
+    from csbench.evaluate.runner import index_frames
+    from csbench.io import write_json
+    from csbench.models.build import retriever_factory
+    from csbench.models.shards import encode_shard as encode_part
+
+    config = ctx.config
+    attacked = attacked_input(ctx, run.dataset, run.attack)
+    pool, codebase, valid = read_pools(attacked, config.protocols)
+    spec, params, best = config.model_spec(run.model), config.model_params(run.model), checkpoint(run, ctx)
+    cache = embedding_cache(ctx)
+    if cache is None:
+        raise ValueError("encoding.shards > 1 needs the embedding cache: embedding_cache.dir is null in the config")
+    out = paths.encode_shard_file(run.path, shard, shards)
+    record = {"run": run.as_dict(), "shard": shard, "shards": shards, "planned": 0, "encoded": 0, "identity": None}
+    retriever = None
+    if spec.family in ("csn", "hf"):  # bi-encoders; an endpoint or a user's class encodes in its index job
+        retriever = retriever_factory(spec, params, best, embedding_cache=cache)()
+    if retriever is not None and retriever.embedding_cache is not None:
+        frames = index_frames(pool, config.protocols, codebase, valid).values()
+        record |= encode_part(retriever, frames, shard, shards)
+        record["identity"] = retriever.embedding_cache[1]
+    write_json(out, record)
+    log.info("%s: shard %d of %d, %d codes encoded of %d", run.path, shard + 1, shards, record["encoded"],
+             record["planned"])
+    return out
+
+
+def embedding_cache(ctx: Context):
+    """The config's embedding cache (``embedding_cache``; csbench.cache.embeddings), None when it is off."""
+    from csbench.cache.embeddings import from_setting
+
+    return from_setting(ctx.config.embedding_cache)
 
 
 def read_pools(attacked: Verified, protocols: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
@@ -87,7 +128,7 @@ def load_index(run: RunKey, ctx: Context, attacked: Verified):
     and its model and data against the config's before anything is read (no pickle: .npy arrays and
     JSON); its neural model is rebuilt from the config on first use."""
     from csbench.evaluate.runner import load_pool_index
-    from csbench.models.build import model_loader
+    from csbench.models.build import attach_embedding_cache, model_loader
 
     config = ctx.config
     file = paths.index_file(run.path)
@@ -95,6 +136,10 @@ def load_index(run: RunKey, ctx: Context, attacked: Verified):
         raise FileNotFoundError(f"{file} is missing: run `csbench index` for {run.path} first")
     best = checkpoint(run, ctx)
     model = index_model(run, ctx, attacked)
-    loader = model_loader(config.model_spec(run.model), config.model_params(run.model), best, config.api["cache_dir"])
+    spec, params = config.model_spec(run.model), config.model_params(run.model)
+    loader = model_loader(spec, params, best, config.api["cache_dir"])
     saved = load_pool_index(paths.index_dir(run.path), model, loader, index_remake(run))
+    cache = embedding_cache(ctx)
+    for retriever in saved.retrievers.values():  # the queries they encode are looked up first
+        attach_embedding_cache(retriever, cache, spec, params, best)
     return saved, file

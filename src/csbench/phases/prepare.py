@@ -10,7 +10,7 @@ from pathlib import Path
 
 from csbench import lineage, paths
 from csbench.config import check_sources
-from csbench.io import canonical_hash, sha256_file, write_json, write_parquet, write_text
+from csbench.io import canonical_hash, sha256_file, write_json, write_text
 from csbench.phases import Context
 from csbench.phases.inputs import require, split_names, unstamp
 from csbench.stamps import write_stamp
@@ -66,25 +66,21 @@ def _prepare_local(ctx: Context, dataset: str, out: Path) -> dict:
     """Extract the functions of a local source tree into the splits; the dataset card."""
     from csbench.code.extract import FilterSettings
     from csbench.datasets import local
-    from csbench.datasets.prepare import code_layout_of
 
     config = ctx.config
     check_sources(config)
     extraction = config.section("extraction")
     options = config.dataset_options(dataset)
-    frame, card = local.build_local_corpus(
+    # streamed into the split files as extracted: memory bounded by a batch of records, not the corpus
+    _, card = local.build_local_corpus(
         dataset,
         options,
         FilterSettings(extraction["min_query_tokens"], extraction["min_code_lines"]),
         local.SplitSettings(**extraction["split"]),
         progress=ctx.progress,
         workers=ctx.jobs,
+        out=out,
     )
-    for split, file in paths.split_files(out).items():
-        records = frame[frame["split"] == split].reset_index(drop=True)
-        write_parquet(file, records)
-        if split in card["splits"]:
-            card["splits"][split]["code_layout"] = code_layout_of(records["language"], records["code"])
     card["params_sha256"] = canonical_hash({"options": options, "extraction": extraction})
     return card
 

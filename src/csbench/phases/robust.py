@@ -81,6 +81,12 @@ def robust(ctx: Context, run: RunKey, perturbation: str | None = None, ratio: st
     # (not the index's SHA256SUMS: index.json holds its encoding time; this stamp is the same under
     # both drivers, as the points are)
     write_stamp(out, "robust", expected, inputs, written, keep=kept)
+    encoded = [r.encoding_record() for r in index.retrievers.values() if hasattr(r, "encoding_record")]
+    if encoded:  # the cache serves the clean queries and those a perturbation left unchanged
+        cached = "with the embedding cache" if encoded[0]["embedding_cache"] else "without the embedding cache"
+        n_queries = len(pools[0]) * len(points)
+        log.info("%s: %d of %d perturbed queries encoded by the model (%s)", run.path,
+                 sum(e["n_forward"] for e in encoded), n_queries, cached)
     return point_files
 
 

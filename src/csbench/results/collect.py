@@ -103,6 +103,17 @@ def api_totals(usage: dict | None) -> dict[str, int]:
     return {f"eff_api_{key}": int(sum(part.get(key, 0) for part in parts)) for key in API_TOTALS}
 
 
+def queries_encoded(encoding: dict | None) -> dict[str, int]:
+    """A dense model's run (provenance ``efficiency.query_encoding``: per pool, the queries its network
+    encoded in ``evaluate``; the embedding cache served the others) as ``eff_queries_encoded``; {} for others."""
+    if not encoding:
+        return {}
+    return {"eff_queries_encoded": int(sum(pool.get("n_forward", 0) for pool in encoding.values()))}
+
+
+NESTED_EFFICIENCY = ("api_usage", "query_encoding")  # summed into columns of their own
+
+
 def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Long table of scores (one row per run × protocol × metric) and a table of run provenance."""
     score_rows, run_rows = [], []
@@ -122,8 +133,9 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 "device": prov["device"],
                 "created": prov["created"],
                 "wall_s": prov["timings_s"].get("total_s"),
-                **{f"eff_{k}": v for k, v in (prov.get("efficiency") or {}).items() if k != "api_usage"},
+                **{f"eff_{k}": v for k, v in (prov.get("efficiency") or {}).items() if k not in NESTED_EFFICIENCY},
                 **api_totals((prov.get("efficiency") or {}).get("api_usage")),
+                **queries_encoded((prov.get("efficiency") or {}).get("query_encoding")),
             }
         )
         for score in [*metrics["scores"], *_record_counts(metrics)]:
