@@ -102,8 +102,12 @@ class BM25Retriever:
     def _fit(self, documents: list[list[str]]) -> bm25s.BM25 | None:
         if not any(documents):
             return None
+        # the vocabulary in order of first appearance: bm25s numbers tokens from a set, whose order changes
+        # with each process's string hashing, so the saved index's arrays did (its scores did not)
+        vocabulary: dict[str, int] = {}
+        ids = [[vocabulary.setdefault(token, len(vocabulary)) for token in document] for document in documents]
         index = self._new_index()
-        index.index(documents, show_progress=False)
+        index.index((ids, vocabulary), show_progress=False)
         return index
 
     def _field_scores(self, index: bm25s.BM25 | None, tokens: list[str]) -> np.ndarray:
