@@ -65,6 +65,9 @@ def _overlay(base_url: str, model_name: str, cache: Path) -> dict:
         "stability": {"protocol": "full-corpus"},
         "evaluation": {"protocols": ["full-corpus"], "run_depth": 10},
         "api": {"cache_dir": str(cache)},
+        # what these tests check is the endpoint's traffic and its response cache: the embedding cache,
+        # which would spare the second driver the endpoint altogether, is off
+        "embedding_cache": {"dir": None},
         "models": {
             "api-minilm": {
                 "family": "api",

@@ -4,18 +4,17 @@ arrays with the same scores); the scores are bitwise those of bm25s's own vocabu
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import bm25s
 import numpy as np
 import pandas as pd
+from corpora import local_functions
 
 from csbench.code.tokens import standard_tokens, subtokens
 from csbench.models.bm25 import BM25Retriever
@@ -24,7 +23,7 @@ QUERIES = ["read a file", "parse the arguments", "return the path of a module", 
 SCRIPT = """
 import hashlib, json, sys, tempfile
 from pathlib import Path
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {root!r}]
 from test_bm25_index_bytes import index_and_scores
 folder = Path(tempfile.mkdtemp())
 digest, scores = index_and_scores(folder)
@@ -32,17 +31,11 @@ print(json.dumps({{"files": digest, "scores": hashlib.sha256(scores.tobytes()).h
 """
 
 
-def stdlib_frame(files: int = 40) -> pd.DataFrame:
-    codes = []
-    for file in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:files]:
-        source = file.read_text(errors="replace")
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        codes += [ast.get_source_segment(source, n) or "" for n in tree.body if isinstance(n, ast.FunctionDef)]
+def stdlib_frame(limit: int = 220) -> pd.DataFrame:
+    """Real Python functions of the sources installed here (tests/corpora.py)."""
+    codes = local_functions("python", limit)
     return pd.DataFrame({"id": [str(i) for i in range(len(codes))], "code": codes, "language": "python",
-                         "func_name": [c.split("(")[0].removeprefix("def ") for c in codes]})  # fmt: skip
+                         "func_name": [c.split("(")[0].split()[-1] for c in codes]})  # fmt: skip
 
 
 def index_and_scores(folder: Path) -> tuple[str, np.ndarray]:
@@ -56,9 +49,10 @@ def index_and_scores(folder: Path) -> tuple[str, np.ndarray]:
 
 def test_the_saved_index_is_the_same_bytes_whatever_the_string_hashing() -> None:
     tests = str(Path(__file__).resolve().parent)
+    script = SCRIPT.format(tests=tests, root=str(Path(tests).parent))
     seen = []
     for seed in ("1", "2", "3"):
-        done = subprocess.run([sys.executable, "-c", SCRIPT.format(tests=tests)], capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                               env={**os.environ, "PYTHONHASHSEED": seed}, timeout=300)  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         seen.append(json.loads(done.stdout.strip().splitlines()[-1]))

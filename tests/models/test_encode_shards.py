@@ -3,13 +3,12 @@ rule): the index job then encodes nothing and its vectors are bitwise those of o
 
 from __future__ import annotations
 
-import ast
-import sysconfig
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from corpora import local_functions
 from test_csn_models import CODES, QUERIES
 
 from csbench.cache.embeddings import EmbeddingCache
@@ -22,24 +21,9 @@ IDENTITY = "checkpoint:sha256sums:" + "ef" * 32
 PROTOCOLS = ["csn-1000", "full-corpus"]  # the test pool (its chunks) and the codebase
 
 
-def stdlib_functions(limit: int) -> list[str]:
-    """Real functions of the interpreter's standard library (their source text)."""
-    found: list[str] = []
-    for file in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
-        source = file.read_text(errors="replace")
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        found += [ast.get_source_segment(source, n) or "" for n in tree.body if isinstance(n, ast.FunctionDef)]
-        if len(found) >= limit:
-            return found[:limit]
-    return found
-
-
 @pytest.fixture(scope="module")
 def pools() -> dict[str, pd.DataFrame]:
-    codes = stdlib_functions(420)
+    codes = local_functions("python", 420)  # real functions of the sources installed here
     languages = ["python" if i % 4 else "ruby" for i in range(len(codes))]  # two languages, interleaved
     test = pd.DataFrame({"id": [f"t{i}" for i in range(300)], "code": codes[:300], "language": languages[:300],
                          "query": [QUERIES[i % len(QUERIES)] for i in range(300)],
