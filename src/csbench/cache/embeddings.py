@@ -352,8 +352,9 @@ class EmbeddingCache:
 
     # -- reading
 
-    def lookup(self, namespace: Namespace, texts: Sequence[str]) -> LookupResult:
-        """The cached vectors of ``texts`` in ``namespace`` (:class:`LookupResult`: a hit mask and a matrix)."""
+    def lookup(self, namespace: Namespace, texts: Sequence[str], count: bool = True) -> LookupResult:
+        """The cached vectors of ``texts`` in ``namespace`` (:class:`LookupResult`: a hit mask and a matrix);
+        ``count``: add to the hit and miss counts (not for a re-read of what was just stored)."""
         hashes = np.array([text_hash(text) for text in texts], dtype=f"S{DIGEST}")
         with self._lock:
             index = self._index(namespace)
@@ -362,9 +363,10 @@ class EmbeddingCache:
                 result = self._gather(index, hashes)
                 if result is not None:
                     break
-            hits = int(result.hit.sum())
-            self._counts["hits"] += hits
-            self._counts["misses"] += len(hashes) - hits
+            if count:
+                hits = int(result.hit.sum())
+                self._counts["hits"] += hits
+                self._counts["misses"] += len(hashes) - hits
         return result
 
     def _gather(self, index: _Index, hashes: np.ndarray) -> LookupResult | None:
@@ -428,21 +430,12 @@ class EmbeddingCache:
         self.store(namespace, unique, fresh)
         # the cache's vectors, not the fresh ones: a text another job committed first reads as that job's
         # vector here and in every later run (one vector per key)
-        committed = self._lookup_quietly(namespace, unique)
+        committed = self.lookup(namespace, unique, count=False)
         fresh[committed.hit] = committed.vectors[committed.hit]
         vectors = found.vectors if found.vectors.shape[1] else np.zeros((len(texts), fresh.shape[1]), np.float32)
         position = {text: i for i, text in enumerate(unique)}
         vectors[missing] = fresh[[position[texts[i]] for i in missing]]
         return vectors
-
-    def _lookup_quietly(self, namespace: Namespace, texts: Sequence[str]) -> LookupResult:
-        """:meth:`lookup` without counting hits and misses (a re-read of what was just stored)."""
-        with self._lock:
-            counts = dict(self._counts)
-            try:
-                return self.lookup(namespace, texts)
-            finally:
-                self._counts["hits"], self._counts["misses"] = counts["hits"], counts["misses"]
 
     # -- writing
 

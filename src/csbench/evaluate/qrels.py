@@ -298,16 +298,21 @@ def _scores(scores: Sequence[float] | np.ndarray, n: int) -> np.ndarray:
     return array
 
 
+def _refuse_repeats(doc_ids: Sequence[str]) -> None:
+    """A ranked list names each document once: ValueError naming the first repeated one."""
+    if len(set(doc_ids)) != len(doc_ids):
+        seen: set[str] = set()
+        duplicate = next(d for d in doc_ids if d in seen or seen.add(d))
+        raise ValueError(f"document {duplicate!r} appears twice in the ranked list")
+
+
 def _hits_of_list(
     doc_ids: Sequence[str], scores: Sequence[float] | np.ndarray, relevant: Mapping[str, int]
 ) -> tuple[np.ndarray, np.ndarray, dict[str, int], np.ndarray, list[str]]:
     """(scores, ranks of the retrieved relevant documents, the relevant documents, their grades in rank
     input order, their ids) of one ranked list given as parallel sequences."""
     values = _scores(scores, len(doc_ids))
-    if len(set(doc_ids)) != len(doc_ids):
-        seen: set[str] = set()
-        duplicate = next(d for d in doc_ids if d in seen or seen.add(d))
-        raise ValueError(f"document {duplicate!r} appears twice in the ranked list")
+    _refuse_repeats(doc_ids)
     rel = _relevant(relevant)
     positions = [i for i, doc in enumerate(doc_ids) if doc in rel] if rel else []
     hit_ids = [doc_ids[i] for i in positions]
@@ -361,10 +366,7 @@ def ordered_metrics(
     """:func:`query_metrics` and :func:`first_relevant_rank` of a list already in trec_eval order
     (:func:`trec_order`): a relevant document's position is its rank, so nothing is sorted again."""
     _check_cutoffs(cutoffs)
-    if len(set(ranked_ids)) != len(ranked_ids):
-        seen: set[str] = set()
-        duplicate = next(d for d in ranked_ids if d in seen or seen.add(d))
-        raise ValueError(f"document {duplicate!r} appears twice in the ranked list")
+    _refuse_repeats(ranked_ids)
     rel = _relevant(relevant)
     positions = [i for i, doc in enumerate(ranked_ids) if doc in rel] if rel else []
     ranks = np.asarray(positions, dtype=np.int64)

@@ -404,12 +404,16 @@ class DenseRetriever:
         and ``config()`` (max lengths, pooling, prefixes, ...)."""
         return {"kind": self.encoder.kind, "config": self.encoder.config()}
 
-    def _encode_through_cache(self, texts: list[str], side: str, languages: list[str] | None) -> np.ndarray:
+    def cache_namespace(self, side: str, language: str | None = None):
+        """The embedding cache's namespace of this model's vectors of ``side`` (a code's: of ``language``)."""
         from csbench.cache.embeddings import Namespace
 
-        cache, identity, params = self.embedding_cache
-        if params is None:
-            params = self.cache_params()
+        _, identity, params = self.embedding_cache
+        params = params if params is not None else self.cache_params()
+        return Namespace(identity, {**params, "language": language} if side == "code" else params, side)
+
+    def _encode_through_cache(self, texts: list[str], side: str, languages: list[str] | None) -> np.ndarray:
+        cache = self.embedding_cache[0]
         if side == "code" and languages is None:
             raise ValueError("code needs its languages")
         groups: dict[str | None, list[int]] = {}
@@ -417,7 +421,7 @@ class DenseRetriever:
             groups.setdefault(languages[i] if side == "code" else None, []).append(i)
         out: np.ndarray | None = None
         for language, rows in groups.items():
-            namespace = Namespace(identity, {**params, "language": language} if side == "code" else params, side)
+            namespace = self.cache_namespace(side, language)
 
             def encode(batch: list[str], language: str | None = language) -> np.ndarray:
                 self.n_forward += len(batch)

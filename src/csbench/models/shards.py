@@ -51,19 +51,17 @@ def encode_shard(retriever: Any, frames: Iterable[pd.DataFrame], shard: int, sha
     "encoded": codes it computed (the others were cached already)}."""
     import torch
 
-    from csbench.cache.embeddings import Namespace
     from csbench.models.encoder import encode_batch, length_sorted_batches
 
     if retriever.embedding_cache is None:
         raise ValueError("encoding a pool in shards needs the embedding cache (embedding_cache.dir is null)")
-    cache, identity, params = retriever.embedding_cache
-    params = params if params is not None else retriever.cache_params()
+    cache = retriever.embedding_cache[0]
     encoder = retriever.encoder
     encoder.eval()
     device = next(encoder.parameters()).device
     planned = encoded = 0
     for language, codes in encoding_plan(frames):
-        namespace = Namespace(identity, {**params, "language": language}, "code")
+        namespace = retriever.cache_namespace("code", language)
         batches = shard_of(length_sorted_batches(encoder.lengths(codes, "code"), retriever.batch_size), shard, shards)
         mine = [codes[i] for batch in batches for i in batch]
         planned += len(mine)
