@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import multiprocessing
 import os
 import signal
 import sysconfig
@@ -22,7 +23,7 @@ from tiny_models import byte_level_bpe
 
 from csbench.code.extract import extract_functions
 from csbench.models.encoder import DenseRetriever, encode_texts, load_encoder, save_encoder
-from csbench.models.parallel import EncoderPool, EncodingWorkerDied, encode_parallel
+from csbench.models.parallel import EncoderPool, EncodingWorkerDied, _encode_batch, _init_worker, encode_parallel
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 STDLIB_FILES = ("difflib.py", "fractions.py", "inspect.py", "pathlib.py", "statistics.py", "calendar.py", "tarfile.py")
@@ -199,6 +200,24 @@ def test_an_error_in_the_workers_loader_surfaces_too(python_functions, hf_encode
     with pytest.raises(FileNotFoundError, match="not a csbench encoder checkpoint") as info:
         encode_parallel(loader, queries, "query", None, hf_encoder.lengths(queries, "query"), BATCH, processes=1)
     assert "read_checkpoint_meta" in str(info.value.__cause__)
+
+
+def test_every_batch_after_a_loader_error_carries_the_loaders_traceback(tmp_path):
+    """A worker whose encoder failed to load raises that error for each batch it is given; the caller
+    reports whichever failed batch it collects first, so every one must carry the loader's frames
+    (concurrent.futures clears a sent exception's traceback: the second batch used to send only
+    ``_encode_batch``'s frame, and CI saw that one when the futures completed in another order)."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    queue.put("cpu")
+    loader = functools.partial(load_encoder, tmp_path / "no-such-checkpoint")
+    executor = concurrent.futures.ProcessPoolExecutor(1, context, initializer=_init_worker, initargs=(loader, 1, queue))
+    with executor as pool:
+        futures = [pool.submit(_encode_batch, ["a query"], "query", None) for _ in range(4)]
+        errors = [future.exception(timeout=HANG_GUARD_S) for future in futures]
+    assert all(isinstance(error, FileNotFoundError) for error in errors)
+    remotes = [str(error.__cause__) for error in errors]
+    assert all("read_checkpoint_meta" in remote for remote in remotes), remotes
 
 
 def test_a_killed_worker_fails_the_call_instead_of_hanging(python_functions, hf_checkpoint, hf_encoder):

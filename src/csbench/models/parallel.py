@@ -97,8 +97,11 @@ def _init_worker(loader: Callable[[], Any], threads: int, device_queue: Any) -> 
         encoder.to(device)
         encoder.eval()
         _worker.update(encoder=encoder, device=device)
-    except BaseException as exc:  # kept, and raised again by _encode_batch in the caller's process
-        _worker["error"] = exc
+    except BaseException as exc:  # kept, and raised again by every batch (_encode_batch)
+        # with its traceback kept apart: concurrent.futures clears an exception's __traceback__ once it has
+        # sent it back (_ExceptionWithTraceback), so the second batch to raise the same object would send
+        # a traceback without the loader's frames, and which batch's error the caller sees first varies
+        _worker["error"] = (exc, exc.__traceback__)
 
 
 def _encode_batch(texts: list[str], side: str, languages: list[str] | None) -> np.ndarray:
@@ -107,7 +110,8 @@ def _encode_batch(texts: list[str], side: str, languages: list[str] | None) -> n
     from csbench.models.encoder import encode_batch
 
     if "error" in _worker:
-        raise _worker["error"]
+        error, traceback = _worker["error"]
+        raise error.with_traceback(traceback)
     with torch.inference_mode():
         return encode_batch(_worker["encoder"], texts, side, languages, _worker["device"])
 
