@@ -10,7 +10,9 @@ to :data:`THREAD_TIMEOUT` (2 ** 20 cycles, about 0.4 ms) unless the environment 
 the 2-core development machine (docs/performance.md, "Ranking"), the engine on 20,000 × 20,000
 vectors took about 2.5 s instead of 3.4 s, and a tight loop of small products (128³, where the
 threads must stay awake between calls) was no slower (at 2 ** 16 it was 1.3x slower). Only the
-scheduling changes: every product gives the same bits.
+scheduling changes: every product gives the same bits. (The engine has since run its products on one
+BLAS thread, over parts its own threads share, so that its scores do not depend on the thread count:
+csbench.evaluate.ranking; the setting still spares any other multi-threaded product's neighbours.)
 
 OpenBLAS reads the variable once, when it is loaded: a program that imports numpy before csbench
 keeps OpenBLAS's default (correct results, the slower engine); :func:`thread_timeout` says which

@@ -22,7 +22,10 @@ of codes, sized from ``memory_mb``) and, per query, a count and a running top li
   checked at the end: a query left short of ``depth`` is ranked again without it (exact either way);
 * the work on a block (counting, top lists) is shared by threads, one part of the queries' rows each
   (``work_threads``: the BLAS threads the environment sets); a query's results depend on its own row
-  only, so the thread count never changes them.
+  only, so the thread count never changes them. ``rank_dense``'s products too: BLAS runs on one
+  thread, over fixed parts of ``PRODUCT_ROWS`` query rows that the same threads share (a
+  multi-threaded OpenBLAS rounds some scores' last bit differently with its thread count, so a
+  snakemake job and a dvc stage, given different threads, ranked near-tied codes differently).
 * where the selection kernel is compiled (``csbench.evaluate._select``, Cython, built by ``make
   setup``; ``USE_KERNEL``), a float32 block is counted and its candidates appended in one pass per
   row in C without the GIL, a full buffer cut by quickselect as it fills, the guess read by
@@ -54,6 +57,10 @@ ScoreBlock = Callable[[np.ndarray, slice], np.ndarray]
 # candidates in one pass per row, without the GIL) instead of the numpy path; same results either way.
 # Only when the kernel is compiled: run as Python it is exact but far too slow (the tests switch it on).
 USE_KERNEL: bool = _select.COMPILED
+
+# Query rows per BLAS product of rank_dense, each on one BLAS thread: fixed, so that every score's bits
+# are the same whatever the number of threads (work_threads) that computes the parts.
+PRODUCT_ROWS = 1024
 
 # Bytes of working memory per entry of a score block beyond the scores: the comparison masks
 # (1 byte each); the scores are counted three times (the block, a NaN-free or partitioned copy, slack).
@@ -220,10 +227,13 @@ def rank_dense(
     ``answers[i]``: row of ``codes`` holding query i's correct code, -1 = not evaluated. Codes with
     bitwise-identical vectors are scored once, so they tie exactly. See ``RankResult`` for what is
     returned (``top`` holds code rows)."""
+    from threadpoolctl import threadpool_limits
+
     q, c = _float32_matrices(queries, codes)
     code_column, firsts = distinct_rows(c, memory_mb)
     gathered: list = [None, None]  # the current query block's vectors, gathered once for all its code blocks
     reused: list = [np.empty((0, 0), dtype=np.float32)]  # the last block's scores: rank_blocks is done with them
+    threads = work_threads()
 
     def score_block(rows: np.ndarray, columns: slice) -> np.ndarray:
         if gathered[0] is not rows:
@@ -235,19 +245,35 @@ def rank_dense(
             reused[0] = np.empty(shape, dtype=np.float32)
         # the same product into the same memory: a fresh block of this size would be new pages (mmap) to
         # fault in and zero, every block
-        return np.matmul(gathered[1], block.T, out=reused[0])
+        out, vectors = reused[0], gathered[1]
+        parts = [slice(a, min(a + PRODUCT_ROWS, shape[0])) for a in range(0, shape[0], PRODUCT_ROWS)]
 
-    return rank_blocks(
-        score_block,
-        q.shape[0],
-        c.shape[0],
-        answers,
-        depth,
-        memory_mb,
-        progress,
-        code_column=code_column,
-        bytes_per_score=4 * 3 + _MASK_BYTES,
-    )
+        def product(part: slice) -> None:
+            np.matmul(vectors[part], block.T, out=out[part])
+
+        if products is None or len(parts) == 1:
+            for part in parts:
+                product(part)
+        else:
+            list(products.map(product, parts))
+        return out
+
+    # BLAS on one thread, the parts of PRODUCT_ROWS query rows spread over the engine's threads: a
+    # multi-threaded BLAS rounds some products otherwise depending on its thread count (OpenBLAS: a
+    # score's last bit moved between 1 and 2 threads), and a snakemake job (its threads) and a dvc
+    # stage (every core) then wrote different ranks for near-tied codes
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as products:
+        return rank_blocks(
+            score_block,
+            q.shape[0],
+            c.shape[0],
+            answers,
+            depth,
+            memory_mb,
+            progress,
+            code_column=code_column,
+            bytes_per_score=4 * 3 + _MASK_BYTES,
+        )
 
 
 def rank_candidates(
