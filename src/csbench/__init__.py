@@ -3,7 +3,7 @@
 from csbench import _blas, _native
 
 # Before anything loads numpy: its OpenBLAS threads stop spinning ~0.4 ms after a product instead of
-# ~0.1 s, so that the ranking engine's own threads get the cores between products (csbench._blas).
+# ~0.1 s, so that other threads get the cores between products (csbench._blas).
 _blas.set_default()
 
 __version__ = "0.1.0"

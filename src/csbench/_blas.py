@@ -4,8 +4,9 @@ OpenBLAS (numpy's BLAS: the scipy-openblas wheels, pthreads) keeps its worker th
 ``2 ** OPENBLAS_THREAD_TIMEOUT`` CPU cycles after each product, waiting for the next one; its default,
 28, is about 0.1 s. The ranking engine (``csbench.evaluate.ranking``) alternates a block's product with
 its own threads' pass over the scores (counting, top lists), and that pass takes tens of milliseconds:
-under the default the BLAS threads spin through it on the very cores the pass needs, and the pass ran
-no faster on 2 threads than on 1. ``csbench/__init__.py`` therefore sets ``OPENBLAS_THREAD_TIMEOUT``
+under the default the BLAS threads spun through it on the very cores the pass needs, and the pass ran
+barely faster on 2 threads than on 1 (0.98 s in each against 1.2 s alone, 20,000 × 20,000 vectors).
+``csbench/__init__.py`` therefore sets ``OPENBLAS_THREAD_TIMEOUT``
 to :data:`THREAD_TIMEOUT` (2 ** 20 cycles, about 0.4 ms) unless the environment sets it: measured on
 the 2-core development machine (docs/performance.md, "Ranking"), the engine on 20,000 × 20,000
 vectors took about 2.5 s instead of 3.4 s, and a tight loop of small products (128³, where the
@@ -15,7 +16,7 @@ BLAS thread, over parts its own threads share, so that its scores do not depend 
 csbench.evaluate.ranking; the setting still spares any other multi-threaded product's neighbours.)
 
 OpenBLAS reads the variable once, when it is loaded: a program that imports numpy before csbench
-keeps OpenBLAS's default (correct results, the slower engine); :func:`thread_timeout` says which
+keeps OpenBLAS's default (the same results); :func:`thread_timeout` says which
 value the loaded library runs with. Standard library only at import (``csbench/__init__.py`` runs this
 before anything loads numpy).
 """

@@ -205,6 +205,18 @@ def work_threads() -> int:
     return max(1, min(available, 8))
 
 
+def one_blas_thread():
+    """A context in which numpy's BLAS computes every product on one thread (threadpoolctl; torch keeps
+    its threads). A multi-threaded OpenBLAS rounds some products' last bit differently with its thread
+    count (a score moved between 1 and 2 threads), so a snakemake job (its rule's threads) and a dvc
+    stage (every core) ranked near-tied codes differently; every dense search runs inside it
+    (``rank_dense``, ``runner.search``), and so scores the same bits under any thread count
+    (tests/evaluate/test_thread_independence.py)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _float32_matrices(queries: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``queries`` and ``codes`` as contiguous float32 matrices of the same width (ValueError if not)."""
     q = np.ascontiguousarray(queries, dtype=np.float32)
@@ -227,8 +239,6 @@ def rank_dense(
     ``answers[i]``: row of ``codes`` holding query i's correct code, -1 = not evaluated. Codes with
     bitwise-identical vectors are scored once, so they tie exactly. See ``RankResult`` for what is
     returned (``top`` holds code rows)."""
-    from threadpoolctl import threadpool_limits
-
     q, c = _float32_matrices(queries, codes)
     code_column, firsts = distinct_rows(c, memory_mb)
     gathered: list = [None, None]  # the current query block's vectors, gathered once for all its code blocks
@@ -251,18 +261,14 @@ def rank_dense(
         def product(part: slice) -> None:
             np.matmul(vectors[part], block.T, out=out[part])
 
-        if products is None or len(parts) == 1:
-            for part in parts:
-                product(part)
+        if len(parts) == 1:
+            product(parts[0])
         else:
             list(products.map(product, parts))
         return out
 
-    # BLAS on one thread, the parts of PRODUCT_ROWS query rows spread over the engine's threads: a
-    # multi-threaded BLAS rounds some products otherwise depending on its thread count (OpenBLAS: a
-    # score's last bit moved between 1 and 2 threads), and a snakemake job (its threads) and a dvc
-    # stage (every core) then wrote different ranks for near-tied codes
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as products:
+    # the parts of PRODUCT_ROWS query rows spread over the engine's threads, each product on one BLAS thread
+    with one_blas_thread(), ThreadPoolExecutor(threads) as products:
         return rank_blocks(
             score_block,
             q.shape[0],

@@ -247,13 +247,9 @@ def search(
     if all(hasattr(index.retrievers[kind], "score_pairs") for kind in searched):
         outcomes, pair_scores = _search_pairs(job)
     elif all(_is_dense(index.retrievers[kind]) for kind in searched):
-        from threadpoolctl import threadpool_limits
+        from csbench.evaluate.ranking import one_blas_thread
 
-        # numpy's BLAS on one thread for every product of the search (the engine spreads its own parts
-        # over threads): a multi-threaded OpenBLAS rounds some scores' last bit with its thread count, so
-        # a snakemake job (its rule's threads) and a dvc stage (every core) ranked near ties differently;
-        # torch (the query encoder) keeps its threads (tests/evaluate/test_thread_independence.py)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():  # every product of the search: the same bits under any thread count
             outcomes, pair_scores = _search_dense(job)
     else:
         outcomes, pair_scores = _search_rows(job)
