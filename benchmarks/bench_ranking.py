@@ -3,7 +3,7 @@ and CodeXGLUE's full-matrix evaluation.
 
     python benchmarks/bench_ranking.py [--sizes 20000 100000] [--dims 384 768] [--queries N] [--depth 1000]
                                        [--memory-mb 256] [--repeat 3] [--full-max 20000] [--per-query]
-                                       [--threads 2] [--seed 0] [--openblas-timeout 20]
+                                       [--threads 2] [--seed 0] [--openblas-timeout N]
 
 For each size n and dimension: n code vectors and n queries (``--queries``: at most that many; float32,
 seeded; the queries are their own code plus Gaussian noise scaled so that the correct score stands ~3.5
@@ -11,9 +11,9 @@ standard deviations above the others at any dimension: ranks spread from 1 to th
 model's), query i's answer is code i. Each method runs in a fresh subprocess on the same vectors (saved
 once, loaded with ``np.load``), with ``--threads`` BLAS / OpenMP threads, ``--repeat`` times, the methods
 interleaved (engine, faiss, matmul, engine, ...) so that a change of the machine's load hits them alike;
-the medians are printed. Every method's process runs numpy's OpenBLAS with the same
-``OPENBLAS_THREAD_TIMEOUT`` (``--openblas-timeout``; default csbench's, see ``csbench._blas``; 28 is
-OpenBLAS's own: the engine's threads then share the cores with BLAS threads spinning after each product):
+the medians are printed. ``--openblas-timeout N`` runs every method's process with
+``OPENBLAS_THREAD_TIMEOUT=N`` (how long OpenBLAS's threads spin after a product: 2^N cycles, 28 by
+default); without it, with the environment's:
 
 * ``engine``: ``rank_dense`` (blocks of queries × codes bounded by ``--memory-mb``; ranks with ties
   against the model, top-``--depth`` lists);
@@ -59,8 +59,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from csbench import _blas
 
 SNR = 3.5  # correct score over the others' standard deviation, at any dimension
 
@@ -207,9 +205,8 @@ def run(method: str, folder: Path, args: argparse.Namespace, trace: bool = False
     env = dict(os.environ)
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[name] = str(args.threads)
-    # every method under the same OpenBLAS spin (csbench's default, csbench._blas, unless --openblas-timeout):
-    # the workers import numpy before csbench, which would otherwise leave the engine OpenBLAS's default
-    env[_blas.VARIABLE] = str(args.openblas_timeout)
+    if args.openblas_timeout is not None:  # every method under the same OpenBLAS spin
+        env["OPENBLAS_THREAD_TIMEOUT"] = str(args.openblas_timeout)
     command = [sys.executable, __file__, "--worker", method, "--data", str(folder)]
     command += ["--depth", str(args.depth), "--memory-mb", str(args.memory_mb)] + (["--trace"] if trace else [])
     done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
@@ -280,9 +277,7 @@ def main() -> None:
     parser.add_argument(
         "--openblas-timeout",
         type=int,
-        default=int(os.environ.get(_blas.VARIABLE, _blas.THREAD_TIMEOUT)),
-        help=f"OPENBLAS_THREAD_TIMEOUT of every method's process (default: csbench's, {_blas.THREAD_TIMEOUT}; "
-        "28 is OpenBLAS's own)",
+        help="OPENBLAS_THREAD_TIMEOUT of every method's process (default: the environment's; OpenBLAS's own is 28)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-trace", action="store_true", help="skip the (untimed) tracemalloc run of each method")
@@ -294,7 +289,8 @@ def main() -> None:
         print(json.dumps(worker(args.worker, args.data, args.depth, args.memory_mb, args.trace)))
         return
     settings = f"depth {args.depth}, memory_mb {args.memory_mb}, {args.repeat} runs each (median, min-max)"
-    spin = f"OPENBLAS_THREAD_TIMEOUT {args.openblas_timeout}"
+    chosen = args.openblas_timeout if args.openblas_timeout is not None else os.environ.get("OPENBLAS_THREAD_TIMEOUT")
+    spin = f"OPENBLAS_THREAD_TIMEOUT {chosen if chosen is not None else 'unset (28)'}"
     print(f"{args.threads} BLAS/OpenMP threads ({os.cpu_count()} CPUs), {spin}, {settings}")
     header = f"{'codes':>7} {'queries':>7} {'dim':>4} {'method':<10} {'wall s':>17} {'/engine':>8}"
     header += f" {'RSS peak':>9} {'traced':>8} {'load':>9}  results vs engine"

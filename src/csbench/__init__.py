@@ -1,10 +1,6 @@
 """csbench: a reproducible benchmark pipeline for natural-language code search."""
 
-from csbench import _blas, _native
-
-# Before anything loads numpy: its OpenBLAS threads stop spinning ~0.4 ms after a product instead of
-# ~0.1 s, so that other threads get the cores between products (csbench._blas).
-_blas.set_default()
+from csbench import _native
 
 __version__ = "0.1.0"
 

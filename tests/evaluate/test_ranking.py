@@ -430,3 +430,46 @@ def test_threads_share_a_block_by_rows_without_changing_the_result(
         result = rank_dense(queries, codes, answers, depth, memory_mb=0.05)
         assert result.block[0] < 70 and result.block[1] < 900
         assert_same(result, reference(queries @ codes.T, answers, depth))
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("specials", [False, True])
+def test_row_parts_rank_each_part_through_every_block_in_one_thread(
+    monkeypatch: pytest.MonkeyPatch, threads: str, specials: bool
+) -> None:
+    # rank_blocks(row_parts=...): each part of a query block runs through all code blocks in one thread
+    # (rank_dense's mode): the same ranks, lists and scores as the reference with ties, special scores,
+    # answers spread over many code blocks (blocks computed twice), guesses too high (ranked again) and
+    # queries not evaluated; the score blocks asked for hold one part's rows, from at most rows // row_parts
+    # threads at once (the parts' scores stay within the block's memory)
+    import threading
+
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    rng = np.random.default_rng([15, int(threads), specials])
+    n_queries, n_codes = 61, 700
+    scores = np.round(rng.standard_normal((n_queries, n_codes)), 1)
+    scores[:20, :100] += 10  # their guessed thresholds leave too few candidates
+    if specials:
+        scores = with_specials(rng, scores, share=0.03)
+    answers = rng.integers(0, n_codes, size=n_queries)
+    answers[:20] = rng.integers(0, 100, size=20)
+    answers[::11] = -1
+    calls: list = []
+    callers: set[int] = set()
+    matrix = matrix_scorer(scores, calls, np.float32)
+
+    def score_block(queries: np.ndarray, codes: slice) -> np.ndarray:
+        callers.add(threading.get_ident())
+        return matrix(queries, codes)
+
+    for depth in (0, 1, 40):
+        calls.clear()
+        for block in [(20, 70), (25, 700), (61, 33)]:
+            result = rank_blocks(score_block, n_queries, n_codes, answers, depth, block=block, row_parts=8)
+            assert_same(result, reference(scores.astype(np.float32), answers, depth))
+            if threads != "1":  # one thread: the blocks are worked on whole, as without row_parts
+                assert max(len(q) for q, _ in calls) <= 8
+    if threads == "1":
+        assert callers == {threading.get_ident()}
+    else:
+        assert 2 <= len(callers) <= int(threads)

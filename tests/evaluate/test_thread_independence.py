@@ -23,9 +23,13 @@ from csbench.evaluate.ranking import rank_dense
 rng = np.random.default_rng(11)
 codes = rng.standard_normal((1500, 384), dtype=np.float32)
 codes /= np.linalg.norm(codes, axis=1, keepdims=True)
-queries = codes[:700] + 0.3 * rng.standard_normal((700, 384), dtype=np.float32)
-result = rank_dense(queries, codes, np.arange(700), 50)
-print(json.dumps([hashlib.sha256(a.tobytes()).hexdigest() for a in (result.ranks, result.top, result.top_scores)]))
+answers = np.arange(2600) % 1500
+queries = codes[answers] + 0.3 * rng.standard_normal((2600, 384), dtype=np.float32)
+found = []
+for memory_mb in (256, 16):  # blocks of 2,600 queries (parts of 1,024 rows ranked in the threads), of 1,024 or fewer
+    result = rank_dense(queries, codes, answers, 50, memory_mb=memory_mb)
+    found += [hashlib.sha256(a.tobytes()).hexdigest() for a in (result.ranks, result.top, result.top_scores)]
+print(json.dumps(found))
 """
 
 
@@ -82,3 +86,35 @@ def test_every_dense_protocol_ranks_the_same_under_any_thread_count(protocols: l
     one = ran_with(code, 1)
     assert set(one) == set(protocols)
     assert ran_with(code, 2) == one
+
+
+ROWS = """
+import hashlib, json, zlib, numpy as np, pandas as pd
+from csbench.evaluate.runner import evaluate_pool
+
+def vectors(text, n):  # a text's n vectors: the same in every process
+    return np.random.default_rng(zlib.crc32(text.encode())).standard_normal((n, 384)).astype(np.float32)
+
+class MaxSim:  # no code_vectors / query_matrix: runner._search_rows asks it for one query's scores at a time
+    def index(self, frame):
+        self.codes = np.concatenate([vectors(code, 1) for code in frame["code"]])
+    def scores(self, query):  # its own matrix product: 2,100 codes x 8 query vectors
+        q = vectors(query.removeprefix("query for "), 8) + 0.5 * vectors(query, 8)
+        return (self.codes @ q.T).max(axis=1)
+
+ids = [f"id{k:05d}" for k in range(2100)]
+pool = pd.DataFrame({"id": ids, "query": [f"query for code {k}" for k in range(2100)],
+                     "code": [f"code {k}" for k in range(2100)], "func_name": [f"f{k}" for k in range(2100)]})
+outcomes, _ = evaluate_pool(MaxSim(), pool, ["full-corpus", "id-chunks-1000"], 10, "t", progress=False)
+print(json.dumps({name: hashlib.sha256(json.dumps([o.ranks, o.top1, o.run_lines]).encode()).hexdigest()
+                  for name, o in sorted(outcomes.items())}))
+"""
+
+
+def test_a_retrievers_own_products_score_the_same_under_any_thread_count() -> None:
+    """A retriever scored query by query (runner._search_rows) whose ``scores`` runs its own numpy product
+    (a late-interaction max over query vectors): OpenBLAS rounds that 2,100 x 384 x 8 product's last bits
+    differently on 1 and 2 threads, so the search runs every product of any path on one BLAS thread."""
+    one = ran_with(ROWS, 1)
+    assert set(one) == {"full-corpus", "id-chunks-1000"}
+    assert ran_with(ROWS, 2) == one

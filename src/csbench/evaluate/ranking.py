@@ -23,9 +23,12 @@ of codes, sized from ``memory_mb``) and, per query, a count and a running top li
 * the work on a block (counting, top lists) is shared by threads, one part of the queries' rows each
   (``work_threads``: the BLAS threads the environment sets); a query's results depend on its own row
   only, so the thread count never changes them. ``rank_dense``'s products too: BLAS runs on one
-  thread, over fixed parts of ``PRODUCT_ROWS`` query rows that the same threads share (a
-  multi-threaded OpenBLAS rounds some scores' last bit differently with its thread count, so a
-  snakemake job and a dvc stage, given different threads, ranked near-tied codes differently).
+  thread, over fixed parts of ``PRODUCT_ROWS`` query rows (a multi-threaded OpenBLAS rounds some
+  scores' last bit differently with its thread count, so a snakemake job and a dvc stage, given
+  different threads, ranked near-tied codes differently). Where a query block holds at least two such
+  parts, each part runs through every code block in one thread, its products and its pass over the
+  scores alternating there (``rank_blocks``'s ``row_parts``): no thread waits for another between code
+  blocks, and the products are the same, so the same bits.
 * where the selection kernel is compiled (``csbench.evaluate._select``, Cython, built by ``make
   setup``; ``USE_KERNEL``), a float32 block is counted and its candidates appended in one pass per
   row in C without the GIL, a full buffer cut by quickselect as it fills, the guess read by
@@ -42,6 +45,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -124,6 +128,7 @@ def rank_blocks(
     code_column: np.ndarray | None = None,
     bytes_per_score: float = 8 * 3 + _MASK_BYTES,
     block: tuple[int, int] | None = None,
+    row_parts: int | None = None,
 ) -> RankResult:
     """Rank ``n_queries`` queries over ``n_codes`` codes, one score block at a time.
 
@@ -139,6 +144,14 @@ def rank_blocks(
     ``depth`` is the length of the top lists. ``bytes_per_score`` is the working memory one block
     entry costs (score and temporaries), which with ``memory_mb`` sizes the blocks; ``block`` =
     (queries, columns) sets the block shape instead (tests, tuning).
+
+    ``row_parts``: ``score_block`` may be called from several threads at once, for rows of one query
+    block only (it computes each row from that row alone, as ``rank_dense``'s products do). Each query
+    block is then cut into parts of ``row_parts`` queries (from its start: the same parts whatever the
+    threads), and each part runs through every column block in one thread, its product and its counting
+    alternating there; no thread waits for the others between column blocks. At most ``rows //
+    row_parts`` parts run at once, so the parts' scores stay within the block's memory; with fewer than
+    two such parts, the block is worked on as without ``row_parts``.
     """
     answers = np.asarray(answers, dtype=np.int64).reshape(-1)
     if answers.size != n_queries:
@@ -165,6 +178,11 @@ def rank_blocks(
     n_blocks = -(-n_columns // cols)
     slices = [slice(b * cols, min(n_columns, (b + 1) * cols)) for b in range(n_blocks)]
     answer_columns = columns.column_of(answers)
+    if row_parts is not None and rows // max(1, row_parts) >= 2 and work_threads() >= 2:
+        _rank_in_parts(
+            score_block, result, answers, answer_columns, evaluated, slices, columns, depth, row_parts, progress
+        )
+        return result
     threads = min(work_threads(), rows)
     stores: list[dict] = [{} for _ in range(threads)]  # per part of a query block: its reused top-list buffers
     with (
@@ -189,6 +207,54 @@ def rank_blocks(
     return result
 
 
+def _rank_in_parts(
+    score_block: ScoreBlock,
+    result: RankResult,
+    answers: np.ndarray,
+    answer_columns: np.ndarray,
+    evaluated: np.ndarray,
+    slices: list[slice],
+    columns: _Columns,
+    depth: int,
+    row_parts: int,
+    progress: bool,
+) -> None:
+    """``rank_blocks`` with ``row_parts`` (its docstring): every query block's parts ranked by
+    ``_rank_query_block`` in the threads, into ``result``."""
+    rows, cols = result.block
+    blocks = _query_blocks(answer_columns, evaluated, rows, cols, len(slices))
+    tasks = [block[start : start + row_parts] for block in blocks for start in range(0, block.size, row_parts)]
+    # the largest parts first (a block's last part is short): no thread is left alone with a full one at the end
+    tasks.sort(key=lambda part: -part.size)
+    local = threading.local()  # each thread's reused top-list buffers (one part at a time per thread)
+
+    def rank_part(queries: np.ndarray) -> int:
+        store = getattr(local, "store", None)
+        if store is None:
+            store = local.store = {}
+        result.ranks[queries] = _rank_query_block(
+            score_block,
+            queries,
+            answers[queries],
+            answer_columns[queries],
+            slices,
+            columns,
+            result.n_candidates,
+            depth,
+            out=(result.top, result.top_scores),
+            stores=[store],
+        )
+        return queries.size
+
+    threads = min(work_threads(), rows // row_parts, len(tasks))
+    with (
+        tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar,
+        ThreadPoolExecutor(threads) as pool,
+    ):
+        for done in pool.map(rank_part, tasks):
+            bar.update(done)
+
+
 def work_threads() -> int:
     """Threads for the work on a score block (counting, top lists), by rows of queries: the BLAS threads
     the environment sets (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or ``MKL_NUM_THREADS``, as a
@@ -209,8 +275,9 @@ def one_blas_thread():
     """A context in which numpy's BLAS computes every product on one thread (threadpoolctl; torch keeps
     its threads). A multi-threaded OpenBLAS rounds some products' last bit differently with its thread
     count (a score moved between 1 and 2 threads), so a snakemake job (its rule's threads) and a dvc
-    stage (every core) ranked near-tied codes differently; every dense search runs inside it
-    (``rank_dense``, ``runner.search``), and so scores the same bits under any thread count
+    stage (every core) ranked near-tied codes differently; every search runs inside it (``rank_dense``,
+    and ``runner.search`` on each path, a retriever's own ``scores`` included), and so scores the same
+    bits under any thread count
     (tests/evaluate/test_thread_independence.py)."""
     from threadpoolctl import threadpool_limits
 
@@ -241,21 +308,23 @@ def rank_dense(
     returned (``top`` holds code rows)."""
     q, c = _float32_matrices(queries, codes)
     code_column, firsts = distinct_rows(c, memory_mb)
-    gathered: list = [None, None]  # the current query block's vectors, gathered once for all its code blocks
-    reused: list = [np.empty((0, 0), dtype=np.float32)]  # the last block's scores: rank_blocks is done with them
+    # per calling thread (rank_blocks calls from several with row_parts): the current queries' vectors,
+    # gathered once for all their code blocks, and the last block's scores (rank_blocks is done with them)
+    local = threading.local()
     threads = work_threads()
 
     def score_block(rows: np.ndarray, columns: slice) -> np.ndarray:
-        if gathered[0] is not rows:
-            gathered[:] = [rows, q[rows]]
+        if getattr(local, "rows", None) is not rows:
+            local.rows, local.vectors = rows, q[rows]
         # with duplicates, column j is the first code of its kind: gathered per block, no copy of all codes
         block = c[columns] if firsts is None else c[firsts[columns]]
         shape = (rows.size, block.shape[0])
-        if reused[0].shape != shape:
-            reused[0] = np.empty(shape, dtype=np.float32)
+        out = getattr(local, "out", None)
+        if out is None or out.shape != shape:
+            out = local.out = np.empty(shape, dtype=np.float32)
         # the same product into the same memory: a fresh block of this size would be new pages (mmap) to
         # fault in and zero, every block
-        out, vectors = reused[0], gathered[1]
+        vectors = local.vectors
         parts = [slice(a, min(a + PRODUCT_ROWS, shape[0])) for a in range(0, shape[0], PRODUCT_ROWS)]
 
         def product(part: slice) -> None:
@@ -267,7 +336,9 @@ def rank_dense(
             list(products.map(product, parts))
         return out
 
-    # the parts of PRODUCT_ROWS query rows spread over the engine's threads, each product on one BLAS thread
+    # each product on one BLAS thread, over PRODUCT_ROWS query rows: rank_blocks runs each part of a query
+    # block through all code blocks in one of its threads (row_parts); a block too small for two parts is
+    # cut here, its parts spread over the engine's threads. The same products either way: the same bits.
     with one_blas_thread(), ThreadPoolExecutor(threads) as products:
         return rank_blocks(
             score_block,
@@ -279,6 +350,7 @@ def rank_dense(
             progress,
             code_column=code_column,
             bytes_per_score=4 * 3 + _MASK_BYTES,
+            row_parts=PRODUCT_ROWS,
         )
 
 

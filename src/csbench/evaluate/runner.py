@@ -244,15 +244,17 @@ def search(
 
         relevance = graded_relevance(pool, codebase, qrels)
     job = _Search(index, plans, pairs, ids, queries, run_depth, run_name, memory_mb, progress, kind_queries, relevance)
-    if all(hasattr(index.retrievers[kind], "score_pairs") for kind in searched):
-        outcomes, pair_scores = _search_pairs(job)
-    elif all(_is_dense(index.retrievers[kind]) for kind in searched):
-        from csbench.evaluate.ranking import one_blas_thread
+    from csbench.evaluate.ranking import one_blas_thread
 
-        with one_blas_thread():  # every product of the search: the same bits under any thread count
+    # every numpy product of the search on one BLAS thread, whichever path: the engine's, and a retriever's
+    # own ``scores`` (a late-interaction model's matrix product): the same bits under any thread count
+    with one_blas_thread():
+        if all(hasattr(index.retrievers[kind], "score_pairs") for kind in searched):
+            outcomes, pair_scores = _search_pairs(job)
+        elif all(_is_dense(index.retrievers[kind]) for kind in searched):
             outcomes, pair_scores = _search_dense(job)
-    else:
-        outcomes, pair_scores = _search_rows(job)
+        else:
+            outcomes, pair_scores = _search_rows(job)
     for name in matching:
         outcomes[name] = decide_pairs(name, index, pairs[name], pair_scores[name], ids, valid, queries, setup)
     t_search = time.perf_counter() - t0
