@@ -21,10 +21,8 @@ from csbench.datasets.base import DatasetSpec, SkipReport
 from csbench.io import sha256_file
 
 QRELS_FILE = "qrels.parquet"
-QRELS_COLUMNS = ("split", "query_id", "doc_id", "relevance")
-_SCHEMA = pa.schema(
-    [("split", pa.string()), ("query_id", pa.string()), ("doc_id", pa.string()), ("relevance", pa.int64())]
-)
+QRELS_COLUMNS = ("split", "query_id", "doc_id", "relevance")  # (csbench.evaluate.qrels re-exports it)
+_SCHEMA = pa.schema([(name, pa.int64() if name == "relevance" else pa.string()) for name in QRELS_COLUMNS])
 
 
 def write_qrels(spec: DatasetSpec, raw_dir: Path, options: dict[str, Any], out_dir: Path) -> dict | None:

@@ -60,9 +60,9 @@ import numpy as np
 import pandas as pd
 
 from csbench.datasets.base import ReaderError
+from csbench.datasets.judgements import QRELS_COLUMNS as QRELS_COLUMNS  # the one definition (re-exported)
 from csbench.evaluate.challenge import ANNOTATION_COLUMNS, _key, _text
 
-QRELS_COLUMNS = ("split", "query_id", "doc_id", "relevance")
 CUTOFFS = (1, 3, 5, 10, 100, 1000)
 MAIN_SCORE = "ndcg@10"
 METRICS = ("ndcg", "map", "recall", "p", "mrr")  # names are f"{metric}@{k}"

@@ -342,7 +342,9 @@ def _search_rows(job: _Search) -> Searched:
             if plan.order == "qrels":  # the row's best ``depth``, scored against the judgements
                 depth = min(PROTOCOLS.get(name).depth, local.size)
                 finite = np.where(np.isnan(local), -np.inf, local)
-                head = np.argpartition(-finite, depth - 1)[:depth] if 0 < depth < local.size else np.arange(depth)
+                # the dense path's list (rank_dense with row 0 as the answer): top_k's order, so a cut inside
+                # a group of tied scores keeps the same documents (BM25's many zero scores), not argpartition's
+                head = top_k(finite, 0, depth) if depth else np.empty(0, dtype=np.int64)
                 job.record_graded(outcomes[name], i, pool_ids[kind], candidates[head], finite[head])
                 continue
             if name in chunk_scores:
