@@ -440,9 +440,10 @@ def test_row_parts_rank_each_part_through_every_block_in_one_thread(
     # rank_blocks(row_parts=...): each part of a query block runs through all code blocks in one thread
     # (rank_dense's mode): the same ranks, lists and scores as the reference with ties, special scores,
     # answers spread over many code blocks (blocks computed twice), guesses too high (ranked again) and
-    # queries not evaluated; the score blocks asked for hold one part's rows, from at most rows // row_parts
-    # threads at once (the parts' scores stay within the block's memory)
+    # queries not evaluated; the score blocks asked for hold one part's rows, computed by at most
+    # rows // row_parts threads at once (the parts' scores stay within the block's memory)
     import threading
+    import time
 
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
     rng = np.random.default_rng([15, int(threads), specials])
@@ -455,21 +456,29 @@ def test_row_parts_rank_each_part_through_every_block_in_one_thread(
     answers[:20] = rng.integers(0, 100, size=20)
     answers[::11] = -1
     calls: list = []
-    callers: set[int] = set()
     matrix = matrix_scorer(scores, calls, np.float32)
+    lock = threading.Lock()
+    running = [0, 0]  # score blocks being computed now, the most at once
 
     def score_block(queries: np.ndarray, codes: slice) -> np.ndarray:
-        callers.add(threading.get_ident())
-        return matrix(queries, codes)
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        time.sleep(5e-4)  # long enough for the threads' parts to overlap
+        try:
+            return matrix(queries, codes)
+        finally:
+            with lock:
+                running[0] -= 1
 
     for depth in (0, 1, 40):
-        calls.clear()
         for block in [(20, 70), (25, 700), (61, 33)]:
+            calls.clear()
+            running[1] = 0
             result = rank_blocks(score_block, n_queries, n_codes, answers, depth, block=block, row_parts=8)
             assert_same(result, reference(scores.astype(np.float32), answers, depth))
-            if threads != "1":  # one thread: the blocks are worked on whole, as without row_parts
+            if threads == "1":  # one thread: the blocks are worked on whole, as without row_parts
+                assert running[1] == 1
+            else:
                 assert max(len(q) for q, _ in calls) <= 8
-    if threads == "1":
-        assert callers == {threading.get_ident()}
-    else:
-        assert 2 <= len(callers) <= int(threads)
+                assert 2 <= running[1] <= min(int(threads), block[0] // 8)

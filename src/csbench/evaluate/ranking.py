@@ -178,51 +178,46 @@ def rank_blocks(
     n_blocks = -(-n_columns // cols)
     slices = [slice(b * cols, min(n_columns, (b + 1) * cols)) for b in range(n_blocks)]
     answer_columns = columns.column_of(answers)
-    if row_parts is not None and rows // max(1, row_parts) >= 2 and work_threads() >= 2:
-        _rank_in_parts(
-            score_block, result, answers, answer_columns, evaluated, slices, columns, depth, row_parts, progress
+    blocks = _query_blocks(answer_columns, evaluated, rows, cols, n_blocks)
+
+    def rank(queries: np.ndarray, pool: ThreadPoolExecutor | None, stores: list[dict]) -> int:
+        """Rank one query block, or one part of one (its results go into ``result``)."""
+        ranks[queries] = _rank_query_block(
+            score_block,
+            queries,
+            answers[queries],
+            answer_columns[queries],
+            slices,
+            columns,
+            n_codes,
+            depth,
+            pool,
+            out=(top, top_scores),
+            stores=stores,
         )
-        return result
-    threads = min(work_threads(), rows)
-    stores: list[dict] = [{} for _ in range(threads)]  # per part of a query block: its reused top-list buffers
-    with (
-        tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar,
-        ThreadPoolExecutor(threads) as pool,
-    ):
-        for queries in _query_blocks(answer_columns, evaluated, rows, cols, n_blocks):
-            ranks[queries] = _rank_query_block(
-                score_block,
-                queries,
-                answers[queries],
-                answer_columns[queries],
-                slices,
-                columns,
-                n_codes,
-                depth,
-                pool,
-                out=(top, top_scores),
-                stores=stores,
-            )
-            bar.update(queries.size)
+        return queries.size
+
+    with tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar:
+        if row_parts is not None and rows // max(1, row_parts) >= 2 and work_threads() >= 2:
+            _rank_in_parts(rank, blocks, min(work_threads(), rows // row_parts), row_parts, bar)
+            return result
+        threads = min(work_threads(), rows)
+        stores: list[dict] = [{} for _ in range(threads)]  # per part of a query block: its reused top-list buffers
+        with ThreadPoolExecutor(threads) as pool:
+            for queries in blocks:
+                bar.update(rank(queries, pool, stores))
     return result
 
 
 def _rank_in_parts(
-    score_block: ScoreBlock,
-    result: RankResult,
-    answers: np.ndarray,
-    answer_columns: np.ndarray,
-    evaluated: np.ndarray,
-    slices: list[slice],
-    columns: _Columns,
-    depth: int,
+    rank: Callable[[np.ndarray, ThreadPoolExecutor | None, list[dict]], int],
+    blocks: list[np.ndarray],
+    threads: int,
     row_parts: int,
-    progress: bool,
+    bar: tqdm,
 ) -> None:
-    """``rank_blocks`` with ``row_parts`` (its docstring): every query block's parts ranked by
-    ``_rank_query_block`` in the threads, into ``result``."""
-    rows, cols = result.block
-    blocks = _query_blocks(answer_columns, evaluated, rows, cols, len(slices))
+    """``rank_blocks`` with ``row_parts`` (its docstring): each query block's parts ranked by ``rank``
+    in ``threads`` threads, each part whole in one of them."""
     tasks = [block[start : start + row_parts] for block in blocks for start in range(0, block.size, row_parts)]
     # the largest parts first (a block's last part is short): no thread is left alone with a full one at the end
     tasks.sort(key=lambda part: -part.size)
@@ -232,25 +227,9 @@ def _rank_in_parts(
         store = getattr(local, "store", None)
         if store is None:
             store = local.store = {}
-        result.ranks[queries] = _rank_query_block(
-            score_block,
-            queries,
-            answers[queries],
-            answer_columns[queries],
-            slices,
-            columns,
-            result.n_candidates,
-            depth,
-            out=(result.top, result.top_scores),
-            stores=[store],
-        )
-        return queries.size
+        return rank(queries, None, [store])
 
-    threads = min(work_threads(), rows // row_parts, len(tasks))
-    with (
-        tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar,
-        ThreadPoolExecutor(threads) as pool,
-    ):
+    with ThreadPoolExecutor(max(1, min(threads, len(tasks)))) as pool:
         for done in pool.map(rank_part, tasks):
             bar.update(done)
 
