@@ -1,7 +1,8 @@
 """Build of csbench: the metadata is in pyproject.toml; this file only compiles the hot modules of the
 code attacks (``csbench._native.HOT_MODULES``) with Cython, in pure Python mode: the ``.py`` sources
 are compiled as they are into extension modules of the same names (about 10% less CPU time for the
-attacks). The sources stay the single source of truth and the fallback: with
+attacks); and the C modules of ``csbench._native.C_MODULES`` from their C sources (their callers run
+Python code where one is not built). The sources stay the single source of truth and the fallback: with
 ``CSBENCH_PURE_PYTHON=1``, without Cython, or when the C compiler fails, nothing is compiled and
 the install still succeeds (one warning line). Each build records the sha256 of every source it
 compiled in ``src/csbench/_compiled.json``; ``csbench._native`` runs a module from its ``.py``
@@ -55,7 +56,7 @@ class BuildPy(build_py):
 
     def run(self) -> None:
         if self.editable_mode and _why_pure() is not None:
-            _remove_inplace(native.HOT_MODULES)
+            _remove_inplace([*native.HOT_MODULES, *native.C_MODULES])
             (ROOT / PACKAGE / native.MANIFEST).unlink(missing_ok=True)
         super().run()
 
@@ -101,6 +102,10 @@ class OptionalCythonBuildExt(build_ext):
         kept = []
         for ext in self.extensions:
             source = ext.sources[0]
+            if source.endswith(".c"):  # a C module: compiled as it is
+                ext.digest = native.source_hash(source)
+                kept.append(ext)
+                continue
             try:
                 digest = native.source_hash(source)
                 # always regenerated (~2 s for all): a .c left by a build of another version of the
@@ -139,7 +144,7 @@ class OptionalCythonBuildExt(build_ext):
 def _remove_inplace(modules) -> None:
     """Delete the extension modules an earlier editable build left beside these modules' sources."""
     for module in modules:
-        source = ROOT / PACKAGE / native.HOT_MODULES[module]
+        source = ROOT / PACKAGE / {**native.HOT_MODULES, **native.C_MODULES}[module]
         while (stale := native.extension_path(source)) is not None:
             stale.unlink()
 
@@ -170,7 +175,7 @@ def _extensions() -> list[Extension]:
     return [
         Extension("csbench." + relative.removesuffix(".py").replace("/", "."), [str(PACKAGE / relative)])
         for relative in native.HOT_MODULES.values()
-    ]
+    ] + [Extension(name, [str(PACKAGE / relative)]) for name, relative in native.C_MODULES.items()]
 
 
 setup(

@@ -120,16 +120,19 @@ def shared_sets(limit: int) -> dict[str, tuple[str, list[str], str]]:
 
 
 def compiled_status() -> str:
-    """Whether the attack analysis runs compiled or as pure Python (``csbench._native``)."""
+    """Whether the attack analysis runs compiled or as pure Python (``csbench._native``), and whether the
+    analysis queries are matched by the walk in C (``csbench.code._tswalk``)."""
     from csbench import _native
+    from csbench.code import treequery
 
     status = _native.status()
     compiled = sorted(name for name, how in status.items() if how == _native.COMPILED)
+    walk = f"; the tree walk in C: {'yes' if treequery.C_WALK else 'no'}"
     if len(compiled) == len(status):
-        return f"compiled (Cython): {', '.join(compiled)}"
+        return f"compiled (Cython): {', '.join(compiled)}{walk}"
     if not compiled:
-        return f"pure Python ({'; '.join(sorted(set(status.values())))})"
-    return f"partly compiled: {', '.join(compiled)} of {', '.join(sorted(status))}"
+        return f"pure Python ({'; '.join(sorted(set(status.values())))}){walk}"
+    return f"partly compiled: {', '.join(compiled)} of {', '.join(sorted(status))}{walk}"
 
 
 class Timing(NamedTuple):

@@ -65,7 +65,8 @@ PY
 }
 
 # The hot modules of the code attacks, which `pip install -e .` compiles with Cython (setup.py;
-# csbench._native.HOT_MODULES): editing one reinstalls, so the compiled modules are rebuilt.
+# csbench._native.HOT_MODULES), and the C modules it compiles (csbench._native.C_MODULES): editing one
+# reinstalls, so the compiled modules are rebuilt.
 COMPILED_SOURCES=(
   src/csbench/code/identifiers.py src/csbench/code/comments.py src/csbench/code/parsing.py
   src/csbench/code/treequery.py src/csbench/attacks/__init__.py src/csbench/attacks/renaming.py
@@ -74,6 +75,7 @@ COMPILED_SOURCES=(
   src/csbench/code/languages/java.py src/csbench/code/languages/javascript.py src/csbench/code/languages/php.py
   src/csbench/code/languages/ruby.py src/csbench/code/languages/r.py
   src/csbench/evaluate/_select.py
+  src/csbench/code/_tswalk.c
 )
 
 install_python_packages() {

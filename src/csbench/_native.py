@@ -43,6 +43,13 @@ HOT_MODULES = {
     # the ranking engine's selection kernel (it runs only compiled; the engine's numpy path otherwise)
     "csbench.evaluate._select": "evaluate/_select.py",
 }
+# C extension modules, compiled by ``setup.py`` from their C source (no Python source: where one is not
+# built, is stale or CSBENCH_PURE_PYTHON=1, its caller runs its Python code instead; ``c_module_plan``)
+C_MODULES = {
+    # the walk of a tree-sitter tree for csbench.code.treequery (tree-sitter's cursor, nodes made for what
+    # the query needs only)
+    "csbench.code._tswalk": "code/_tswalk.c",
+}
 MANIFEST = "_compiled.json"
 PURE_ENV = "CSBENCH_PURE_PYTHON"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -65,8 +72,9 @@ def pure_requested() -> bool:
 
 
 def extension_path(source: Path) -> Path | None:
-    """The compiled extension module beside ``source`` (``x.py`` -> ``x.cpython-311-...so``), if any."""
-    stem = source.name.removesuffix(".py")
+    """The compiled extension module beside ``source`` (``x.py`` or ``x.c`` -> ``x.cpython-311-...so``),
+    if any."""
+    stem = source.name.removesuffix(".py").removesuffix(".c")
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         candidate = source.with_name(stem + suffix)
         if candidate.is_file():
@@ -85,11 +93,20 @@ def read_manifest(path: Path) -> dict[str, str]:
 def plan(package_dir: Path = PACKAGE_DIR, manifest: Path | None = None) -> dict[str, str]:
     """Per hot module, how it should load: ``COMPILED``, ``NOT_BUILT``, ``FORCED_PURE`` or ``STALE``.
     Hashes a source only when its extension module exists."""
+    return _plan_of(HOT_MODULES, package_dir, manifest)
+
+
+def c_module_plan(package_dir: Path = PACKAGE_DIR, manifest: Path | None = None) -> dict[str, str]:
+    """``plan`` for ``C_MODULES``: a caller imports one only where it says ``COMPILED``."""
+    return _plan_of(C_MODULES, package_dir, manifest)
+
+
+def _plan_of(modules: dict[str, str], package_dir: Path, manifest: Path | None) -> dict[str, str]:
     manifest = package_dir / MANIFEST if manifest is None else manifest
     pure = pure_requested()
     recorded: dict[str, str] | None = None
     out = {}
-    for name, relative in HOT_MODULES.items():
+    for name, relative in modules.items():
         source = package_dir / relative
         if extension_path(source) is None:
             out[name] = NOT_BUILT

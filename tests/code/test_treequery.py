@@ -30,6 +30,49 @@ def _walked(query: WalkQuery, root) -> dict[str, list[tuple[int, int, str]]]:
     return {name: [(n.start_byte, n.end_byte, n.type) for n in nodes] for name, nodes in query.captures(root).items()}
 
 
+@pytest.fixture(autouse=True, params=["C", "Python"])
+def walk(request, monkeypatch):
+    """Every test of the walk twice: in C (csbench.code._tswalk, where built) and in Python."""
+    if request.param == "C":
+        if not treequery.C_WALK:
+            pytest.skip("csbench.code._tswalk is not built (make setup builds it)")
+    else:
+        monkeypatch.setattr(treequery, "_C", None)
+    return request.param
+
+
+def test_the_walk_in_c_is_built_where_the_hot_modules_are(walk):
+    """``make setup`` builds csbench.code._tswalk with the Cython modules: where they run compiled, it does."""
+    from csbench import _native
+
+    if walk != "C":
+        pytest.skip("about the walk in C")
+
+    if not _native.all_compiled():
+        pytest.skip("the hot modules run from their sources here")
+    assert treequery.C_WALK
+
+
+def test_the_walk_in_c_makes_nodes_like_the_binding(walk):
+    """The nodes the walk in C makes are tree_sitter nodes of the same tree: equal to the binding's own
+    (same kind, span, parent), and they keep their tree alive."""
+    if walk != "C":
+        pytest.skip("about the walk in C")
+    code = "function f(a) { return a + g(a); }"
+    query = WalkQuery(_grammar("javascript"), "(identifier) @id")
+    nodes = query.captures(parse_snippet(code, "javascript").tree.root_node)["id"]  # the tree: only theirs now
+    root = parse_snippet(code, "javascript").tree.root_node
+    expected = [node for node, _ in get_query("javascript", "(identifier) @id").captures(root)]
+    assert [(n.type, n.start_byte, n.end_byte, n.parent.type) for n in nodes] == [
+        (n.type, n.start_byte, n.end_byte, n.parent.type) for n in expected
+    ]
+    assert [code[n.start_byte : n.end_byte] for n in nodes] == ["f", "a", "a", "g", "a"]
+    with pytest.raises(TypeError):
+        treequery._C.walk("not a node", query.table, len(query.lists) + 1)
+    with pytest.raises(ValueError):
+        treequery._C.walk(root, b"short", 2)
+
+
 @pytest.mark.parametrize("language", QUERY_LANGUAGES)
 def test_analysis_query_captures_equal_tree_sitter_on_real_code(language):
     source = identifiers.query_source(language)
@@ -104,16 +147,21 @@ def test_queries_outside_the_subset_are_refused(source, message):
         WalkQuery(_grammar("r"), source)
 
 
-def test_r_analysis_walks_when_compiled_and_queries_otherwise(monkeypatch):
-    """``_WALKED`` languages take the walk only compiled (as plain Python it is the slower one); the
-    identifiers come out the same either way."""
+def test_r_analysis_walks_when_compiled_and_queries_otherwise(monkeypatch, walk):
+    """Without the walk in C, ``walked`` languages (R) take the walk only compiled (as plain Python it is
+    the slower one), the others tree-sitter's query; with it, every language walks in C but those whose
+    query cursor is as fast (``walked_in_c`` False: Go, PHP). The identifiers come out the same every way."""
+    monkeypatch.setattr(treequery, "C_WALK", walk == "C")
     codes = local_functions("r", 60)
     results = {}
     for compiled in (True, False):
         monkeypatch.setattr(treequery, "COMPILED", compiled)
         identifiers._capturer.cache_clear()
         capturer = identifiers._capturer("r")
-        assert isinstance(getattr(capturer, "__self__", None), WalkQuery) is compiled
+        assert isinstance(getattr(capturer, "__self__", None), WalkQuery) is (compiled or walk == "C")
+        java_walks = isinstance(getattr(identifiers._capturer("java"), "__self__", None), WalkQuery)
+        assert java_walks is (walk == "C")
+        # Go's query is as fast on tree-sitter's query cursor (IdentifierRules.walked_in_c)
         assert not isinstance(getattr(identifiers._capturer("go"), "__self__", None), WalkQuery)
         results[compiled] = [identifiers.snippet_identifiers(code, "r") for code in codes]
     identifiers._capturer.cache_clear()

@@ -196,10 +196,17 @@ def query_source(language: str) -> str:
 # 2.78x; JavaScript's captures are faster walked too (0.63x against 0.71x) but its attacks were not
 # (`full_hash` 2.67x against 2.61x: the walk allocates a node object for every node); Go and PHP
 # capture slower walked, and as plain Python the walk is the slower one everywhere.
+#
+# Where the walk in C is built (``treequery.C_WALK``: tree-sitter's own cursor, a Python node made only for
+# what the query needs), a language's query is matched by it unless ``IdentifierRules.walked_in_c`` is
+# False: JavaScript's captures cost 0.48x of the parse against 0.71x with the query cursor, Java's 0.47x
+# against 0.70x, Ruby's 0.47x against 0.60x, R's 0.28x against 0.64x (docs/performance.md).
 @functools.cache
 def _capturer(language: str) -> Callable[[Node], dict[str, list[Node]]]:
-    """``captures`` for ``language``: tree-sitter's query, or the walk (``IdentifierRules.walked``)."""
-    if language_spec(language).identifiers.walked and treequery.COMPILED:
+    """``captures`` for ``language``: the walk in C, the walk in Python (``IdentifierRules.walked``) or
+    tree-sitter's query."""
+    rules = language_spec(language).identifiers
+    if (treequery.C_WALK and rules.walked_in_c) or (rules.walked and treequery.COMPILED):
         return treequery.WalkQuery(tree_sitter_language(language), query_source(language)).captures
     return functools.partial(captures_by_name, *_analysis_query(language))
 

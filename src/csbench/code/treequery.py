@@ -9,9 +9,13 @@ the walk meets them). tests/code/test_treequery.py checks the equality on real c
 Why: tree-sitter's query cursor costs 0.4-0.5x of the parse on a tree for any pattern, even one
 that matches nothing (it works out each node's fields and supertypes as it goes), and 0.7x for R's
 analysis query; a ``TreeCursor`` walk that looks each node's kind up in a table costs some 0.4x, and
-the patterns that look at children are matched only at the nodes they start at. Whether that pays
-depends on the grammar (benchmarks/bench_treequery.py): ``csbench.code.identifiers._WALKED`` says
-where it is used.
+the patterns that look at children are matched only at the nodes they start at. Where the walk in C
+is built (``csbench.code._tswalk``, compiled by ``make setup``; ``C_WALK``), tree-sitter's own cursor
+walks the tree and a Python node is made only for the nodes the query needs (the walk alone: 0.17-0.31x
+of the parse for the analysis queries; the patterns on children are matched here after it): the
+languages whose captures it makes faster use it (``IdentifierRules.walked_in_c``,
+``csbench.code.identifiers._capturer``); without it, the walk in Python pays only where the grammar
+suits it (benchmarks/bench_treequery.py; ``IdentifierRules.walked``).
 
 The query subset: node patterns ``(kind child ...)`` and ``(_ child ...)`` (any named node), the
 wildcard ``_`` (any node), alternations ``[pattern ...]``, fields ``name: pattern`` and captures
@@ -35,6 +39,29 @@ except ImportError:  # pragma: no cover - exercised in tests/package/test_native
 
 
 COMPILED: bool = cython.compiled  # this module runs as a compiled extension (csbench._native)
+
+
+def _load_c_walk():
+    """``csbench.code._tswalk`` bound to the loaded tree_sitter binding, or None where it is not built, is
+    stale or forced off (``csbench._native``: CSBENCH_PURE_PYTHON=1), or refuses this tree_sitter."""
+    from csbench import _native
+
+    if _native.c_module_plan().get("csbench.code._tswalk") != _native.COMPILED:
+        return None
+    try:
+        import tree_sitter
+        from tree_sitter import _binding
+
+        from csbench.code import _tswalk
+
+        _tswalk.bind(_binding.__file__, tree_sitter.Node)
+    except (ImportError, AttributeError, OSError):
+        return None
+    return _tswalk
+
+
+_C = _load_c_walk()
+C_WALK: bool = _C is not None  # WalkQuery walks in C (csbench.code._tswalk)
 
 
 class QuerySyntaxError(ValueError):
@@ -267,55 +294,110 @@ class WalkQuery:
         self.general: list[tuple[_Entry, ...] | None] = [None] * size
         for kind_id, entries in general.items():
             self.general[kind_id] = tuple(entries)
+        self._c_plan()
 
-    @cython.locals(seq=cython.Py_ssize_t)
+    def _c_plan(self) -> None:
+        """The kind table of the walk in C (``csbench.code._tswalk.walk``): a kind captured under an
+        in-order name goes to that name's list, a kind with other patterns to list 0, matched here in walk
+        order. An in-order name that a pattern of list 0 also captures (two patterns capture one kind
+        under two names) has all its nodes matched here, so that its list stays in walk order."""
+        fed = {entry[1] for entries in self.general if entries for entry in entries if entry[1] is not None}
+        self.demoted = {kind_id: name for kind_id, name in self.direct.items() if name in fed}
+        kept = [name for name in dict.fromkeys(self.direct.values()) if name not in fed]
+        lists = {name: k for k, name in enumerate(kept, start=1)}
+        self.lists = lists
+        self.table: bytes | None = None
+        if len(lists) > 126:  # the table holds list numbers in 7 bits: such a query walks in Python
+            return
+        table = bytearray(65536)
+        for kind_id, name in self.direct.items():
+            table[kind_id] = lists.get(name, 0x80)
+        for kind_id, entries in enumerate(self.general):
+            if entries is not None:
+                table[kind_id] |= 0x80
+        self.table = bytes(table)
+
     def captures(self, root: Node) -> dict[str, list[Node]]:
         """The nodes the query captures at or below ``root``, by capture name (module docstring)."""
         found: dict[str, list[Node]] = {name: [] for name in self.names}
+        if _C is not None and self.table is not None:  # the walk in C: the in-order names' lists come made
+            lists = _C.walk(root, self.table, len(self.lists) + 1)
+            for name, k in self.lists.items():
+                found[name] = lists[k]
+            return self._matched(lists[0], found, self.demoted)
+        return self._matched(_preorder(root), found, self.direct)
+
+    @cython.locals(seq=cython.Py_ssize_t)
+    def _matched(self, nodes, found: dict[str, list[Node]], direct: dict[int, str]) -> dict[str, list[Node]]:
+        """``found`` with the captures of ``nodes`` (in walk order): a node of a kind in ``direct`` goes to
+        that in-order name's list, the patterns starting at its kind (``general``) are matched."""
         keyed: dict[str, list[tuple[int, int, int, Node]]] = {name: [] for name in self.sorted_names}
-        targets = {kind_id: found[name] for kind_id, name in self.direct.items()}
+        targets = {kind_id: found[name] for kind_id, name in direct.items()}
         general = self.general
         size = len(general)
-        cursor = root.walk()
-        first_child, next_sibling, parent = cursor.goto_first_child, cursor.goto_next_sibling, cursor.goto_parent
         seq = 0
-        while True:
-            node = cursor.node
+        for node in nodes:
             kind_id = node.kind_id
             target = targets.get(kind_id)
             if target is not None:
                 target.append(node)
             entries = general[kind_id] if kind_id < size else None
             if entries is not None:
-                for index, name, child, pattern in entries:
-                    if name is not None:  # captures its root, whatever its children
-                        if name in keyed:
-                            keyed[name].append((node.start_byte, index, seq, node))
-                            seq += 1
-                        else:
-                            found[name].append(node)
-                    elif child is not None:  # (kind field: child @name): its children, filtered
-                        field, kinds, named, capture = child
-                        captured_under = keyed[capture]
-                        for captured in node.children_by_field_name(field) if field is not None else node.children:
-                            if not _is_kind(captured, kinds, named):
-                                continue
-                            captured_under.append((captured.start_byte, index, seq, captured))
-                            seq += 1
-                    else:
-                        for match in _matches(node, pattern):
-                            for capture, captured in match:
-                                keyed[capture].append((captured.start_byte, index, seq, captured))
-                                seq += 1
-            if first_child():
-                continue
-            while not next_sibling():
-                if not parent():
-                    break
+                seq = _match_entries(node, entries, found, keyed, seq)
+        return _settled(found, keyed)
+
+
+def _preorder(root: Node):
+    """Every node at or below ``root``, in the order of a ``TreeCursor`` walk (tree-sitter's pre-order)."""
+    cursor = root.walk()
+    first_child, next_sibling, parent = cursor.goto_first_child, cursor.goto_next_sibling, cursor.goto_parent
+    while True:
+        yield cursor.node
+        if first_child():
+            continue
+        while not next_sibling():
+            if not parent():
+                return
+
+
+@cython.locals(seq=cython.Py_ssize_t)
+def _match_entries(
+    node: Node,
+    entries: tuple[_Entry, ...],
+    found: dict[str, list[Node]],
+    keyed: dict[str, list[tuple[int, int, int, Node]]],
+    seq: int,
+) -> int:
+    """The captures of the patterns ``entries`` that start at ``node``, into ``found`` (an in-order name)
+    or ``keyed`` (with their sort key; ``seq``: the walk order so far, returned advanced)."""
+    for index, name, child, pattern in entries:
+        if name is not None:  # captures its root, whatever its children
+            if name in keyed:
+                keyed[name].append((node.start_byte, index, seq, node))
+                seq += 1
             else:
-                continue
-            break
-        for name, entries_of_name in keyed.items():
-            entries_of_name.sort()  # (start, pattern index, walk order): seq is unique, nodes never compared
-            found[name] = [entry[3] for entry in entries_of_name]
-        return found
+                found[name].append(node)
+        elif child is not None:  # (kind field: child @name): its children, filtered
+            field, kinds, named, capture = child
+            captured_under = keyed[capture]
+            for captured in node.children_by_field_name(field) if field is not None else node.children:
+                if not _is_kind(captured, kinds, named):
+                    continue
+                captured_under.append((captured.start_byte, index, seq, captured))
+                seq += 1
+        else:
+            for match in _matches(node, pattern):
+                for capture, captured in match:
+                    keyed[capture].append((captured.start_byte, index, seq, captured))
+                    seq += 1
+    return seq
+
+
+def _settled(
+    found: dict[str, list[Node]], keyed: dict[str, list[tuple[int, int, int, Node]]]
+) -> dict[str, list[Node]]:
+    """``found`` with the names matched out of order put in tree-sitter's capture order."""
+    for name, entries_of_name in keyed.items():
+        entries_of_name.sort()  # (start, pattern index, walk order): seq is unique, nodes never compared
+        found[name] = [entry[3] for entry in entries_of_name]
+    return found

@@ -134,9 +134,14 @@ class IdentifierRules:
     # The source of the analysis query (built on first use: the grammar decides which of the listed
     # node kinds exist); ``None`` for an analysis that walks the tree itself (Python).
     query: Callable[[], str] | None = None
-    # Match the query on a walk of the tree (``csbench.code.treequery``) when that module runs
-    # compiled (see ``csbench.code.identifiers._capturer``).
+    # Match the query on a walk of the tree in Python (``csbench.code.treequery``) when that module runs
+    # compiled and the walk in C is not built (see ``csbench.code.identifiers._capturer``).
     walked: bool = False
+    # Match the query with the walk in C where it is built (``treequery.C_WALK``). False where tree-sitter's
+    # query cursor is as fast: the patterns that look at a node's children (fields) are matched in Python
+    # after the walk, and Go's and PHP's queries have many (their captures cost 0.63x and 0.40x of the
+    # parse walked in C, 0.62x and 0.37x with the query cursor).
+    walked_in_c: bool = True
 
     def is_valid_name(self, name: str) -> bool:
         """Whether ``name`` can replace a defined name (PHP: without the ``$``)."""

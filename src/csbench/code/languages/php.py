@@ -358,7 +358,11 @@ LANGUAGE = Language(
     special=SpecialMethods(pattern=re.compile(r"^__\w+$")),
     definitions=definitions,
     identifiers=IdentifierRules(
-        analysis=analysis, name_syntax=_PHP_NAME, reserved=PHP_SPECIAL_VARIABLES | {"this"}, query=query
+        analysis=analysis,
+        name_syntax=_PHP_NAME,
+        reserved=PHP_SPECIAL_VARIABLES | {"this"},
+        query=query,
+        walked_in_c=False,  # tree-sitter's query cursor is faster (IdentifierRules.walked_in_c)
     ),
     block_comments=True,
     # Code without the open tag is inline HTML to the grammar; methods need a class around them.

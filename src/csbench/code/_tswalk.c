@@ -1,0 +1,169 @@
+/* The walk of a tree-sitter tree in C for csbench.code.treequery (issue #28: attack speed).
+
+   walk(root, table, slots) visits every node below the tree_sitter.Node ``root`` (root included), in
+   the order of a TreeCursor walk (pre-order), with tree-sitter's own cursor, and creates a Python node
+   only for the nodes whose kind the query needs: ``table[kind_id]`` (a bytes object of 65,536 entries,
+   one per kind id, ERROR's 65535 included) is 0 for a kind it skips; its low 7 bits, when not 0, name
+   the list the node is appended to (1 .. slots - 1), and its bit 0x80 appends it to list 0 too (the
+   nodes the caller matches itself). Returns a tuple of ``slots`` lists. A TreeCursor walk in Python
+   creates a node object for every node, anonymous ones included, and tree-sitter's query cursor costs
+   0.4-0.5x of the parse for any pattern (docs/performance.md): here only what is captured costs.
+
+   tree-sitter's C functions are those of the tree_sitter binding itself (exported by its extension
+   module, which links tree-sitter in): ``bind(path)`` looks them up in that loaded module, so the walk
+   runs the very runtime that built the trees. The node objects are built as the binding builds them
+   (binding.c, node_new_internal, py-tree-sitter 0.21.3, which csbench pins): the struct below is that
+   version's ``Node``; ``bind(path, tree_sitter.Node)`` refuses a Node type of another size. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* tree-sitter's API types (lib/include/tree_sitter/api.h at e9b3f65, py-tree-sitter 0.21.3's core) */
+typedef uint16_t TSSymbol;
+typedef struct TSTree TSTree;
+typedef struct {
+    uint32_t context[4];
+    const void *id;
+    const TSTree *tree;
+} TSNode;
+typedef struct {
+    const void *tree;
+    const void *id;
+    uint32_t context[2];
+} TSTreeCursor;
+
+/* py-tree-sitter 0.21.3's node object (tree_sitter/binding.c) */
+typedef struct {
+    PyObject_HEAD
+    TSNode node;
+    PyObject *children;
+    PyObject *tree;
+} Node;
+
+static TSTreeCursor (*cursor_new)(TSNode);
+static void (*cursor_delete)(TSTreeCursor *);
+static TSNode (*cursor_node)(const TSTreeCursor *);
+static bool (*goto_first_child)(TSTreeCursor *);
+static bool (*goto_next_sibling)(TSTreeCursor *);
+static bool (*goto_parent)(TSTreeCursor *);
+static TSSymbol (*node_symbol)(TSNode);
+static PyTypeObject *node_type = NULL;
+
+#define TABLE_SIZE 65536
+
+static int resolve(void *library, void **slot, const char *name) {
+    *slot = dlsym(library, name);
+    if (*slot == NULL) {
+        PyErr_Format(PyExc_ImportError, "the tree_sitter binding exports no %s", name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *bind(PyObject *self, PyObject *args) {
+    const char *path;
+    PyObject *type;
+    if (!PyArg_ParseTuple(args, "sO!", &path, &PyType_Type, &type)) return NULL;
+    if (((PyTypeObject *)type)->tp_basicsize != (Py_ssize_t)sizeof(Node)) {
+        PyErr_Format(PyExc_ImportError, "tree_sitter.Node has %zd bytes, not the %zu of py-tree-sitter 0.21.3",
+                     ((PyTypeObject *)type)->tp_basicsize, sizeof(Node));
+        return NULL;
+    }
+    void *library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);  /* the binding already loaded: no second copy */
+    if (library == NULL) {
+        const char *why = dlerror();
+        PyErr_Format(PyExc_ImportError, "the tree_sitter binding %s is not loaded: %s", path, why ? why : "");
+        return NULL;
+    }
+    if (resolve(library, (void **)&cursor_new, "ts_tree_cursor_new") ||
+        resolve(library, (void **)&cursor_delete, "ts_tree_cursor_delete") ||
+        resolve(library, (void **)&cursor_node, "ts_tree_cursor_current_node") ||
+        resolve(library, (void **)&goto_first_child, "ts_tree_cursor_goto_first_child") ||
+        resolve(library, (void **)&goto_next_sibling, "ts_tree_cursor_goto_next_sibling") ||
+        resolve(library, (void **)&goto_parent, "ts_tree_cursor_goto_parent") ||
+        resolve(library, (void **)&node_symbol, "ts_node_symbol")) {
+        dlclose(library);
+        return NULL;
+    }
+    /* dlopen above took one more reference to the binding: kept, its functions stay valid */
+    Py_XDECREF(node_type);
+    node_type = (PyTypeObject *)type;
+    Py_INCREF(node_type);
+    Py_RETURN_NONE;
+}
+
+static PyObject *walk(PyObject *self, PyObject *args) {
+    PyObject *root;
+    Py_buffer table;
+    Py_ssize_t slots;
+    if (!PyArg_ParseTuple(args, "Oy*n", &root, &table, &slots)) return NULL;
+    PyObject *out = NULL;
+    TSTreeCursor cursor;
+    bool walking = false;
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+        goto done;
+    }
+    if (Py_TYPE(root) != node_type) {
+        PyErr_Format(PyExc_TypeError, "expected a tree_sitter.Node, not %.100s", Py_TYPE(root)->tp_name);
+        goto done;
+    }
+    if (table.len != TABLE_SIZE || slots < 1 || slots > 128) {
+        PyErr_Format(PyExc_ValueError, "a table of %d bytes and 1 to 128 lists expected", TABLE_SIZE);
+        goto done;
+    }
+    out = PyTuple_New(slots);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL) goto fail;
+        PyTuple_SET_ITEM(out, i, list);
+    }
+    const uint8_t *kinds = (const uint8_t *)table.buf;
+    Node *top = (Node *)root;
+    cursor = cursor_new(top->node);
+    walking = true;
+    for (;;) {
+        TSNode node = cursor_node(&cursor);
+        uint8_t entry = kinds[node_symbol(node)];
+        if (entry) {
+            uint8_t list = entry & 0x7f;
+            if (list >= slots) {
+                PyErr_Format(PyExc_ValueError, "the table names list %d of %zd", (int)list, slots);
+                goto fail;
+            }
+            Node *made = (Node *)node_type->tp_alloc(node_type, 0);  /* as the binding's node_new_internal */
+            if (made == NULL) goto fail;
+            made->node = node;
+            made->children = NULL;
+            Py_INCREF(top->tree);
+            made->tree = top->tree;
+            int failed = (list && PyList_Append(PyTuple_GET_ITEM(out, list), (PyObject *)made) < 0) ||
+                         ((entry & 0x80) && PyList_Append(PyTuple_GET_ITEM(out, 0), (PyObject *)made) < 0);
+            Py_DECREF(made);
+            if (failed) goto fail;
+        }
+        if (goto_first_child(&cursor)) continue;
+        while (!goto_next_sibling(&cursor)) {
+            if (!goto_parent(&cursor)) goto done;
+        }
+    }
+fail:
+    Py_CLEAR(out);
+done:
+    if (walking) cursor_delete(&cursor);
+    PyBuffer_Release(&table);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", bind, METH_VARARGS, "bind(path, Node): the tree_sitter binding at path (loaded) and its node type"},
+    {"walk", walk, METH_VARARGS, "walk(root, table, slots) -> tuple of lists of nodes (see the source's header)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tswalk", "A tree-sitter walk in C", -1, methods};
+
+PyMODINIT_FUNC PyInit__tswalk(void) { return PyModule_Create(&module); }
