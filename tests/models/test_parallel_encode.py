@@ -211,7 +211,7 @@ def test_every_batch_after_a_loader_error_carries_the_loaders_traceback(tmp_path
     queue = context.Queue()
     queue.put("cpu")
     loader = functools.partial(load_encoder, tmp_path / "no-such-checkpoint")
-    executor = concurrent.futures.ProcessPoolExecutor(1, context, initializer=_init_worker, initargs=(loader, 1, queue))
+    executor = concurrent.futures.ProcessPoolExecutor(1, context, initializer=_init_worker, initargs=(loader, queue))
     with executor as pool:
         futures = [pool.submit(_encode_batch, ["a query"], "query", None) for _ in range(4)]
         errors = [future.exception(timeout=HANG_GUARD_S) for future in futures]
@@ -231,15 +231,15 @@ def test_a_killed_worker_fails_the_call_instead_of_hanging(python_functions, hf_
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA, the workers are one per GPU")
-def test_cpu_workers_run_the_callers_thread_count(hf_checkpoint):
-    """A batch's bits can depend on the thread count (a one-row batch did, with MiniLM): by default the
-    workers run as many torch threads as the caller, so they compute what encode_texts computes here."""
+def test_cpu_workers_run_one_torch_thread_each(hf_checkpoint):
+    """A batch's bits can depend on the thread count (single-text batches of MiniLM did): every CPU batch
+    is computed on one torch thread, in the caller (encode_chunks) as in each worker, so a worker runs
+    one torch thread whatever the caller's (tests/models/test_encode_threads.py: the caller's side)."""
     loader = functools.partial(load_encoder, hf_checkpoint)
     with EncoderPool(loader, processes=2) as pool:
         assert pool.devices == ["cpu", "cpu"]
-        assert pool.threads == torch.get_num_threads()
         assert _bits(pool.encode([], "query", None, [], BATCH)) == b""
+        threads = {pool._executor.submit(torch.get_num_threads).result() for _ in range(8)}
+        assert threads == {1}
     with pytest.raises(RuntimeError, match="closed"):
         pool.encode(["x"], "query", None, [1], BATCH)
-    with EncoderPool(loader, processes=2, threads=1) as pool:
-        assert pool.threads == 1

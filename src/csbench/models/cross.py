@@ -77,6 +77,7 @@ from csbench.models.hf import (
     warn_remote_code,
 )
 from csbench.models.integrity import VerifiedDir, new_dir_beside
+from csbench.models.threads import run_batches, tokenizer_lock
 
 CROSS_FILE = "cross.json"
 MODEL_DIR = "model"
@@ -367,13 +368,26 @@ class CrossEncoder(nn.Module):
             pairs = self._pairs(queries, codes)  # each distinct query and code tokenized once for the call
             lengths = pairs.lengths() if pairs is not None else self.lengths(queries, codes)
             batches = length_sorted_batches(lengths, batch_size)
-            for batch in tqdm(batches, desc="score pairs", unit="batch", disable=not progress, mininterval=2):
-                if pairs is not None:
-                    features = self._select(pairs.batch(batch))
-                else:
-                    features = self.features([queries[i] for i in batch], [codes[i] for i in batch])
+            bar = tqdm(total=len(batches), desc="score pairs", unit="batch", disable=not progress, mininterval=2)
+
+            def compute(k: int) -> np.ndarray:
+                batch = batches[k]
+                with tokenizer_lock:
+                    if pairs is not None:
+                        features = self._select(pairs.batch(batch))
+                    else:
+                        features = self.features([queries[i] for i in batch], [codes[i] for i in batch])
                 logits = self({k: v.to(device) for k, v in features.items()}).double().cpu()
-                out[batch] = (logits[:, 1] - logits[:, 0]).numpy()
+                bar.update(1)
+                return (logits[:, 1] - logits[:, 0]).numpy()
+
+            def sink(i: int, scores: np.ndarray) -> None:
+                out[batches[i]] = scores
+
+            try:  # each batch on one torch thread, several at once: scores independent of the thread count
+                run_batches(compute, len(batches), sink, device)
+            finally:
+                bar.close()
         finally:
             self.train(was_training)
         return out

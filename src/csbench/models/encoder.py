@@ -40,6 +40,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from csbench.models.integrity import VerifiedDir, new_dir_beside, publish_dir, verify_dir
+from csbench.models.threads import run_batches, tokenizer_lock
 from csbench.registry import Registry
 
 Features = dict[str, Tensor]
@@ -278,17 +279,42 @@ def length_sorted_batches(
     return batches
 
 
+def encode_chunks(
+    encoder: BiEncoder,
+    chunks: Sequence[tuple[Sequence[str], Sequence[str] | None]],
+    side: str,
+    device: torch.device | str,
+    sink: Callable[[int, np.ndarray], None],
+    bar: tqdm | None = None,
+) -> None:
+    """Compute the float32 vectors of each chunk (``(texts, languages)``: a batch as given, no reordering)
+    and hand them to ``sink(i, vectors)``, in the chunks' order, in the calling thread: what
+    :func:`encode_texts` does per batch, and the workers of :mod:`csbench.models.parallel` and the jobs of
+    :mod:`csbench.models.shards` too (the same batch gives the same bits). On CPU each chunk runs on one
+    torch thread, as many chunks at once as the caller has torch threads
+    (:func:`csbench.models.threads.run_batches`); on a GPU one after another."""
+
+    def compute(i: int) -> np.ndarray:
+        texts, languages = chunks[i]
+        with tokenizer_lock:
+            features = encoder.query_features(texts) if side == "query" else encoder.code_features(texts, languages)
+        vectors = encoder.encode({k: v.to(device) for k, v in features.items()}, side).float().cpu().numpy()
+        if bar is not None:
+            bar.update(1)
+        return vectors
+
+    run_batches(compute, len(chunks), sink, device)
+
+
 def encode_batch(
     encoder: BiEncoder, texts: Sequence[str], side: str, languages: Sequence[str] | None, device: torch.device
 ) -> np.ndarray:
-    """float32 vectors of one batch, as given (no reordering): what :func:`encode_texts` computes per batch,
-    and each worker of :mod:`csbench.models.parallel` too (the same batch gives the same bits)."""
-    features = encoder.query_features(texts) if side == "query" else encoder.code_features(texts, languages)
-    vectors = encoder.encode({k: v.to(device) for k, v in features.items()}, side)
-    return vectors.float().cpu().numpy()
+    """float32 vectors of one batch, as given (no reordering), on one torch thread (:func:`encode_chunks`)."""
+    out: list[np.ndarray] = []
+    encode_chunks(encoder, [(texts, languages)], side, device, lambda _, vectors: out.append(vectors))
+    return out[0]
 
 
-@torch.inference_mode()
 def encode_texts(
     encoder: BiEncoder,
     texts: Sequence[str],
@@ -298,28 +324,35 @@ def encode_texts(
     progress: bool = False,
     device: torch.device | str | None = None,
 ) -> np.ndarray:
-    """Encode ``texts`` in length-sorted batches without gradient bookkeeping; rows in input order."""
+    """Encode ``texts`` in length-sorted batches without gradient bookkeeping; rows in input order.
+    On CPU each batch runs on one torch thread, as many at once as torch has threads here, so the
+    vectors do not depend on the thread count (:mod:`csbench.models.threads`)."""
     if side not in ("query", "code"):
         raise ValueError(f"side must be 'query' or 'code', not {side!r}")
     if side == "code" and languages is None:
         raise ValueError("code needs its languages")
     device = torch.device(device) if device is not None else next(encoder.parameters()).device
+    batches = length_sorted_batches(encoder.lengths(texts, side), batch_size)
+    chunks = [
+        ([texts[i] for i in batch], None if side == "query" else [languages[i] for i in batch]) for batch in batches
+    ]
+    out: np.ndarray | None = None
+
+    def sink(i: int, vectors: np.ndarray) -> None:
+        nonlocal out
+        if out is None:
+            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[batches[i]] = vectors
+
     was_training = encoder.training
     encoder.eval()
-    out: np.ndarray | None = None
-    batches = length_sorted_batches(encoder.lengths(texts, side), batch_size)
+    bar = tqdm(total=len(batches), desc=f"encode {side}s", unit="batch", disable=not progress, mininterval=2)
     try:
-        for batch in tqdm(batches, desc=f"encode {side}s", unit="batch", disable=not progress, mininterval=2):
-            chunk_languages = None if side == "query" else [languages[i] for i in batch]
-            vectors = encode_batch(encoder, [texts[i] for i in batch], side, chunk_languages, device)
-            if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[batch] = vectors
+        encode_chunks(encoder, chunks, side, device, sink, bar)
     finally:
+        bar.close()
         encoder.train(was_training)
-    if out is None:
-        return np.empty((0, 0), dtype=np.float32)
-    return out
+    return out if out is not None else np.empty((0, 0), dtype=np.float32)
 
 
 class DenseRetriever:

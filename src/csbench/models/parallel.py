@@ -14,12 +14,11 @@ Scheduling is dynamic: the batches, longest first, are queued and each worker ta
 it is free, so a worker slowed down by other jobs on a shared machine does not hold the others up; which
 worker computes a batch does not change its bits.
 
-Threads: a batch's vectors can depend on torch's thread count. On the 2-core development machine (torch
-2.13 CPU) all-MiniLM-L6-v2 gave bitwise equal vectors on 1 and 2 threads for 13 of 14 batches of 600 real
-functions, but not for a batch of one 9-token text (one row, 1.1e-7 apart). So each CPU worker runs as
-many torch threads as the caller has (``torch.get_num_threads()``, what ``encode_texts`` would use here):
-bitwise equal by construction. ``threads=max(1, cores // workers)`` avoids oversubscribing the cores
-(faster where the caller runs several threads), at the price of such last-bit differences.
+Threads: a batch's vectors can depend on torch's thread count (all-MiniLM-L6-v2: a batch of one 9-token
+text was 1.1e-7 apart on 1 and 2 threads), so every CPU batch, in one process as in a worker, is computed
+on one torch thread (:func:`csbench.models.encoder.one_torch_thread`): a worker computes one batch at a
+time on one core, N workers use N cores, and the matrix is bitwise the one-process one whatever the
+threads of either. (One process computes as many batches at once as it has torch threads.)
 
 Workers are started with ``spawn`` (never ``fork``: torch's thread pools and a CUDA context do not
 survive a fork), so a worker costs an interpreter start, the imports and one load of the encoder:
@@ -81,15 +80,15 @@ def worker_devices(processes: int, devices: Sequence[str] | None = None) -> list
 _worker: dict[str, Any] = {}
 
 
-def _init_worker(loader: Callable[[], Any], threads: int, device_queue: Any) -> None:
-    """Worker start: its torch threads, its device, its encoder. A failure is kept and raised by the
-    first batch, so it reaches the caller with its traceback (an initializer that raises only breaks
-    the pool, and the caller learns nothing but that)."""
+def _init_worker(loader: Callable[[], Any], device_queue: Any) -> None:
+    """Worker start: one torch thread (one batch at a time, on one core), its device, its encoder. A
+    failure is kept and raised by the first batch, so it reaches the caller with its traceback (an
+    initializer that raises only breaks the pool, and the caller learns nothing but that)."""
     try:
-        os.environ.setdefault("RAYON_NUM_THREADS", str(threads))  # the fast tokenizers' thread pool
+        os.environ.setdefault("RAYON_NUM_THREADS", "1")  # the fast tokenizers' thread pool
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(1)  # a batch is computed on one thread anyway (encode_chunks)
         device = torch.device(device_queue.get(timeout=60))
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -122,26 +121,16 @@ class EncoderPool:
     of texts over them. A context manager: the workers stop on exit (or :meth:`close`). Reuse one pool
     for several encodings to pay the workers' start once.
 
-    ``processes``: CPU workers (ignored where CUDA gives one worker per GPU, see :func:`worker_devices`);
-    ``devices``: the workers' devices, explicitly (e.g. ``["cuda:0", "cuda:1"]``); ``threads``: torch
-    threads per worker (default: the caller's ``torch.get_num_threads()``, which keeps the vectors
-    bitwise those of one process; see the module's docstring)."""
+    ``processes``: CPU workers, one core each (ignored where CUDA gives one worker per GPU, see
+    :func:`worker_devices`); ``devices``: the workers' devices, explicitly (e.g. ``["cuda:0", "cuda:1"]``)."""
 
     def __init__(
         self,
         loader: Callable[[], Any],
         processes: int = 2,
         devices: Sequence[str] | None = None,
-        threads: int | None = None,
     ) -> None:
         self.devices = worker_devices(processes, devices)
-        if threads is None:
-            import torch
-
-            threads = torch.get_num_threads()  # as encode_texts here: the same bits (module docstring)
-        if threads < 1:
-            raise ValueError(f"threads must be at least 1, not {threads}")
-        self.threads = threads
         context = multiprocessing.get_context("spawn")
         queue = context.Queue()
         for device in self.devices:
@@ -150,7 +139,7 @@ class EncoderPool:
             max_workers=len(self.devices),
             mp_context=context,
             initializer=_init_worker,
-            initargs=(loader, self.threads, queue),
+            initargs=(loader, queue),
         )
 
     def __enter__(self) -> EncoderPool:
@@ -242,11 +231,10 @@ def encode_parallel(
     processes: int = 2,
     progress: bool = False,
     devices: Sequence[str] | None = None,
-    threads: int | None = None,
 ) -> np.ndarray:
     """:meth:`EncoderPool.encode` in a pool started for this call (what ``DenseRetriever.model_vectors``
     does when its ``processes`` is above 1 and the texts are many)."""
     if len(texts) == 0:
         return np.empty((0, 0), dtype=np.float32)
-    with EncoderPool(loader, processes, devices, threads) as pool:
+    with EncoderPool(loader, processes, devices) as pool:
         return pool.encode(texts, side, languages, lengths, batch_size, progress)

@@ -8,7 +8,7 @@ index_frames`' order) and per language (in order of first appearance), the disti
 would encode (not those of an earlier pool: they would be cache hits); the plan's batches are those
 :func:`csbench.models.encoder.encode_texts` forms over each list (``length_sorted_batches``), and job
 ``i`` of ``n`` computes a contiguous ``1/n`` of each list's batches with the same function
-(``encode_batch``). Where the cache already holds a code (another run of the same model), ``index``
+(``encode_chunks``). Where the cache already holds a code (another run of the same model), ``index``
 reads it, as it would without shards."""
 
 from __future__ import annotations
@@ -49,9 +49,7 @@ def encode_shard(retriever: Any, frames: Iterable[pd.DataFrame], shard: int, sha
     """Encode job ``shard`` of ``shards``'s part of the pools ``frames`` with ``retriever`` (a dense
     retriever using the embedding cache) and store it in the cache; {"planned": codes in its part,
     "encoded": codes it computed (the others were cached already)}."""
-    import torch
-
-    from csbench.models.encoder import encode_batch, length_sorted_batches
+    from csbench.models.encoder import encode_chunks, length_sorted_batches
 
     if retriever.embedding_cache is None:
         raise ValueError("encoding a pool in shards needs the embedding cache (embedding_cache.dir is null)")
@@ -68,12 +66,12 @@ def encode_shard(retriever: Any, frames: Iterable[pd.DataFrame], shard: int, sha
         cached = cache.lookup(namespace, mine).hit if mine else np.zeros(0, dtype=bool)
         todo = [batch for batch, done in zip(batches, np.split(cached, np.cumsum([len(b) for b in batches])[:-1]),
                                              strict=True) if not done.all()]  # fmt: skip
-        texts, rows = [], []
-        with torch.inference_mode():
-            for batch in todo:
-                chunk = [codes[i] for i in batch]
-                rows.append(encode_batch(encoder, chunk, "code", [language] * len(chunk), device))
-                texts += chunk
+        chunks = [[codes[i] for i in batch] for batch in todo]
+        texts = [code for chunk in chunks for code in chunk]
+        rows: list[np.ndarray] = []
+        # the batches as an index job computes them (each on one torch thread, several at once): the same bits
+        encode_chunks(encoder, [(chunk, [language] * len(chunk)) for chunk in chunks], "code", device,
+                      lambda _, vectors, rows=rows: rows.append(vectors))  # fmt: skip
         if texts:  # one store per language: few, large shard files
             cache.store(namespace, texts, np.concatenate(rows))
             encoded += len(texts)

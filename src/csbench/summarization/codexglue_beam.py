@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from csbench.models.threads import run_batches, tokenizer_lock
 from csbench.summarization.models.base import Summarizer
 
 
@@ -88,29 +89,39 @@ class CodeXGlueBeam:
 
 def codexglue_beam_search(summarizer: Summarizer, codes: Sequence[str], beam: int, max_steps: int) -> list[list[int]]:
     """The best hypothesis of each code under their search (at most ``max_steps`` decoding steps, EOS
-    among them: their ``max_length``), start token and EOS removed."""
+    among them: their ``max_length``), start token and EOS removed. One code at a time as theirs runs;
+    on CPU each on one torch thread, several codes at once (csbench.models.threads: the hypotheses do
+    not depend on the thread count)."""
+    codes = list(codes)
     module = summarizer.module
     was_training = module.training
     module.eval()
-    out: list[list[int]] = []
+    out: list[list[int]] = [[] for _ in codes]
+    device = summarizer.device
+
+    def compute(k: int) -> list[int]:
+        repeat = torch.zeros(beam, dtype=torch.long, device=device)  # the code's row, once per beam
+        with tokenizer_lock:  # encode tokenizes
+            state = summarizer.encode([codes[k]])
+        state = summarizer.reorder(state, repeat)
+        search = CodeXGlueBeam(beam, summarizer.decoder_start_id, summarizer.eos_id, device)
+        input_ids = search.current_state()
+        for _ in range(max_steps):
+            if search.done():
+                break
+            logits, state = summarizer.step(state, input_ids)
+            search.advance(torch.log_softmax(logits.float(), dim=-1))
+            origin = search.prev_ks[-1]
+            state = summarizer.reorder(state, origin)
+            input_ids = torch.cat((input_ids.index_select(0, origin), search.current_state()), dim=-1)
+        _, timestep, k_best = search.final()[0]
+        return search.hypothesis(timestep, k_best)
+
+    def sink(k: int, ids: list[int]) -> None:
+        out[k] = ids
+
     try:
-        with torch.no_grad():
-            device = summarizer.device
-            repeat = torch.zeros(beam, dtype=torch.long, device=device)  # the code's row, once per beam
-            for code in codes:
-                state = summarizer.reorder(summarizer.encode([code]), repeat)
-                search = CodeXGlueBeam(beam, summarizer.decoder_start_id, summarizer.eos_id, device)
-                input_ids = search.current_state()
-                for _ in range(max_steps):
-                    if search.done():
-                        break
-                    logits, state = summarizer.step(state, input_ids)
-                    search.advance(torch.log_softmax(logits.float(), dim=-1))
-                    origin = search.prev_ks[-1]
-                    state = summarizer.reorder(state, origin)
-                    input_ids = torch.cat((input_ids.index_select(0, origin), search.current_state()), dim=-1)
-                _, timestep, k = search.final()[0]
-                out.append(search.hypothesis(timestep, k))
+        run_batches(compute, len(codes), sink, device)
     finally:
         module.train(was_training)
     return out

@@ -21,17 +21,21 @@ its ``max_length + 1`` tokens, as ``generate`` does) and no logits processor:
   length), or at the cap, when every continuation is finished.
 
 Codes are decoded in batches of ``Decoding.batch_size`` after sorting by length (less padding); the
-output order is the input order. Everything runs under ``torch.no_grad`` with the module in eval mode
-(restored after), so a generation is a pure function of the weights and the codes.
+output order is the input order. Everything runs under ``torch.inference_mode`` with the module in eval
+mode (restored after), each CPU batch on one torch thread (several batches at once:
+:func:`csbench.models.threads.run_batches`), so a generation is a pure function of the weights and the
+codes, whatever the thread count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from csbench.models.threads import run_batches, tokenizer_lock
 from csbench.summarization.models.base import Decoding, Summarizer
 
 NEG = -1.0e9  # generate's "impossible" score
@@ -43,26 +47,31 @@ def generate(summarizer: Summarizer, codes: Sequence[str], decoding: Decoding) -
 
 
 def generate_ids(summarizer: Summarizer, codes: Sequence[str], decoding: Decoding) -> list[list[int]]:
-    """The generated ids of each code, the start token and everything from EOS on removed."""
+    """The generated ids of each code, the start token and everything from EOS on removed. On CPU each
+    batch is decoded on one torch thread, several at once (csbench.models.threads): the summaries do not
+    depend on the thread count."""
     codes = list(codes)
     order = sorted(range(len(codes)), key=lambda i: (len(codes[i]), i))
+    chunks = [order[start : start + decoding.batch_size] for start in range(0, len(order), decoding.batch_size)]
     out: list[list[int]] = [[] for _ in codes]
+
+    def compute(k: int) -> list[list[int]]:
+        batch = [codes[i] for i in chunks[k]]
+        with tokenizer_lock:  # encode tokenizes
+            state = summarizer.encode(batch)
+        if decoding.beam == 1:
+            return greedy_search(summarizer, batch, decoding.max_length + 1, state)
+        return beam_search(summarizer, batch, decoding.beam, decoding.max_length + 1, decoding.length_penalty, state)
+
+    def sink(k: int, found: list[list[int]]) -> None:
+        for i, ids in zip(chunks[k], found, strict=True):
+            out[i] = ids
+
     module = summarizer.module
     was_training = module.training
     module.eval()
     try:
-        with torch.no_grad():
-            for start in range(0, len(order), decoding.batch_size):
-                chunk = order[start : start + decoding.batch_size]
-                batch = [codes[i] for i in chunk]
-                if decoding.beam == 1:
-                    found = greedy_search(summarizer, batch, decoding.max_length + 1)
-                else:
-                    found = beam_search(
-                        summarizer, batch, decoding.beam, decoding.max_length + 1, decoding.length_penalty
-                    )
-                for i, ids in zip(chunk, found, strict=True):
-                    out[i] = ids
+        run_batches(compute, len(chunks), sink, summarizer.device)
     finally:
         module.train(was_training)
     return out
@@ -73,10 +82,13 @@ def _strip(ids: list[int], eos_id: int) -> list[int]:
     return ids[: ids.index(eos_id)] if eos_id in ids else ids
 
 
-def greedy_search(summarizer: Summarizer, codes: list[str], max_new_tokens: int) -> list[list[int]]:
-    """Arg-max decoding of ``codes`` (at most ``max_new_tokens`` tokens each, EOS included)."""
+def greedy_search(
+    summarizer: Summarizer, codes: list[str], max_new_tokens: int, state: Any = None
+) -> list[list[int]]:
+    """Arg-max decoding of ``codes`` (at most ``max_new_tokens`` tokens each, EOS included); ``state``:
+    ``summarizer.encode(codes)`` when the caller has it."""
     eos = summarizer.eos_id
-    state = summarizer.encode(codes)
+    state = summarizer.encode(codes) if state is None else state
     device = summarizer.device
     prefix = torch.full((len(codes), 1), summarizer.decoder_start_id, dtype=torch.long, device=device)
     active = torch.arange(len(codes), device=device)  # input row of each state row
@@ -99,12 +111,18 @@ def greedy_search(summarizer: Summarizer, codes: list[str], max_new_tokens: int)
 
 
 def beam_search(
-    summarizer: Summarizer, codes: list[str], beam: int, max_new_tokens: int, length_penalty: float
+    summarizer: Summarizer,
+    codes: list[str],
+    beam: int,
+    max_new_tokens: int,
+    length_penalty: float,
+    state: Any = None,
 ) -> list[list[int]]:
     """Hugging Face ``_beam_search`` (``early_stopping=False``, one EOS) of ``codes``: the best finished
-    hypothesis of each, at most ``max_new_tokens`` tokens (EOS included)."""
+    hypothesis of each, at most ``max_new_tokens`` tokens (EOS included); ``state``:
+    ``summarizer.encode(codes)`` when the caller has it."""
     batch, eos, device = len(codes), summarizer.eos_id, summarizer.device
-    state = summarizer.encode(codes)
+    state = summarizer.encode(codes) if state is None else state
     state = summarizer.reorder(state, torch.arange(batch, device=device).repeat_interleave(beam))
     total = 1 + max_new_tokens  # generate's max_length: the start token and the new ones
     keep = 2 * beam  # max(2, 1 + n_eos) * beam
