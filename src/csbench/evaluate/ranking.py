@@ -198,8 +198,9 @@ def rank_blocks(
         return queries.size
 
     with tqdm(total=evaluated.size, desc="rank", unit="query", disable=not progress, mininterval=2) as bar:
-        if row_parts is not None and rows // max(1, row_parts) >= 2 and work_threads() >= 2:
-            _rank_in_parts(rank, blocks, min(work_threads(), rows // row_parts), row_parts, bar)
+        parts_at_once = min(work_threads(), rows // max(1, row_parts)) if row_parts is not None else 0
+        if parts_at_once >= 2:
+            _rank_in_parts(rank, blocks, parts_at_once, row_parts, bar)
             return result
         threads = min(work_threads(), rows)
         stores: list[dict] = [{} for _ in range(threads)]  # per part of a query block: its reused top-list buffers
