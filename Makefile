@@ -13,9 +13,11 @@ setup:
 run: setup
 	bash scripts/snakemake.sh --cores $(CORES)
 
-## test: unit and end-to-end tests, ruff and snakemake --lint
+## test: unit and end-to-end tests, ruff and snakemake --lint, over TEST_WORKERS processes (pytest-xdist;
+## a test module's tests stay in one process, so its module fixtures are built once)
+TEST_WORKERS ?= 2
 test: setup
-	python -m pytest
+	python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## repro: the same study through DVC (needs a git checkout), holding the project lock from the start
 ## (csbench.lock: refused, naming the driver, while snakemake or a pull works here)
