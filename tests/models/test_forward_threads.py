@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_decode import TRAIN, tiny  # noqa: F401 (tiny: a fixture)
 from tiny_models import minilm_dir_fixture  # noqa: F401 (fixture)
 
 from csbench.code.extract import extract_functions
@@ -168,33 +169,17 @@ def test_minilm_cross_encoder_scores_are_bitwise_the_same_on_one_two_and_three_t
             assert differing.size == 0, f"batch {batch_size}: pairs {differing.tolist()} differ on {threads} threads"
 
 
-def test_generation_decodes_each_batch_on_one_torch_thread_and_the_ids_do_not_change(monkeypatch):
+def test_generation_decodes_each_batch_on_one_torch_thread_and_the_ids_do_not_change(tiny, monkeypatch):  # noqa: F811
     """Greedy and beam search (csbench.summarization.decode) and CodeXGLUE's own beam search: every batch
     (every code, for theirs) decoded on one torch thread, as many at once as the caller's threads, the ids
     in input order and the same under 1 and 3 threads. (A summarizer of the tests' size splits no product
-    over threads, so the bits are held by the mechanism checked here and the encoders' tests above.)"""
+    over threads, so the bits are held by the mechanism checked here and the encoders' tests above.)
+    ``tiny``: test_decode's briefly trained transformer summarizer."""
     from csbench.summarization import codexglue_beam, decode
-    from csbench.summarization.models import build_summarizer
     from csbench.summarization.models.base import Decoding
 
-    train = [
-        (f"public int get{name} ( ) {{ return {name.lower()} + {i} ; }}", f"returns the {name.lower()} value")
-        for i, name in enumerate(["Foo", "Bar", "Size", "Name", "Count", "Width", "Height", "Depth"])
-    ]
-    params = {
-        "architecture": "transformer", "d_model": 32, "encoder_layers": 1, "decoder_layers": 2, "heads": 2,
-        "ff_dim": 64, "code_min_count": 1, "summary_min_count": 1, "summary_vocab_size": 120, "max_length": 12,
-    }  # fmt: skip
-    summarizer = build_summarizer(params, [c for c, _ in train], [s for _, s in train], seed=0)
-    with torch.random.fork_rng(devices=[]):  # a few steps of teacher forcing: summaries that differ
-        torch.manual_seed(0)
-        optimizer = torch.optim.Adam(summarizer.module.parameters(), lr=3e-3)
-        batch = summarizer.collate([c for c, _ in train], [s for _, s in train])
-        for _ in range(15):
-            summarizer.loss(summarizer.module, batch).backward()
-            optimizer.step()
-            optimizer.zero_grad()
-    codes = [code for code, _ in train] + [code.replace("return", "return 2 *") for code, _ in train]
+    summarizer = tiny
+    codes = [code for code, _ in TRAIN] + [code.replace("return", "return 2 *") for code, _ in TRAIN]
     seen: list[tuple[int, int]] = []
     lock = threading.Lock()
     running = {"now": 0, "most": 0}
