@@ -118,3 +118,59 @@ def test_a_retrievers_own_products_score_the_same_under_any_thread_count() -> No
     one = ran_with(ROWS, 1)
     assert set(one) == {"full-corpus", "id-chunks-1000"}
     assert ran_with(ROWS, 2) == one
+
+
+ARGSORT = """
+import hashlib, json, numpy as np
+from csbench.evaluate.ranking import rank_dense_argsort
+rng = np.random.default_rng(5)
+distinct = rng.integers(-3, 4, size=(700, 16)).astype(np.float32)  # small integers: many exact ties
+codes = distinct[np.arange(1400) % 700]  # every code twice: tied answers and tied others
+keys = np.arange(1400)
+queries = codes[::2] + rng.integers(-1, 2, size=(700, 16)).astype(np.float32)
+found = []
+for memory_mb in (256, 2):  # one block of 700 rows, blocks of 75 rows
+    result = rank_dense_argsort(queries, codes, keys[::2], keys, 20, memory_mb=memory_mb)
+    found += [hashlib.sha256(a.tobytes()).hexdigest() for a in (result.ranks, result.top, result.top_scores, result.tied)]
+print(json.dumps(found))
+"""
+
+
+def test_codexglue_argsort_ranks_the_same_under_any_thread_count() -> None:
+    """rank_dense_argsort (full-corpus's CodeXGLUE order) ranks each block's rows in parts over its
+    threads: ranks, lists, scores and tie flags the same under 1, 2 and 3 threads, ties included."""
+    one = ran_with(ARGSORT, 1)
+    assert ran_with(ARGSORT, 2) == one
+    assert ran_with(ARGSORT, 3) == one
+
+
+def test_codexglue_argsort_parts_are_ranked_at_once_and_equal_one_pass(monkeypatch) -> None:
+    """With 3 threads a block of 700 rows is ranked in 3 parts at once, and the parts put together are
+    rank_rows_argsort over the whole score matrix."""
+    import threading
+
+    import numpy as np
+
+    from csbench.evaluate import ranking
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    rng = np.random.default_rng(7)
+    codes = rng.integers(-2, 3, size=(900, 8)).astype(np.float32)
+    queries = codes[:700] + rng.integers(-1, 2, size=(700, 8)).astype(np.float32)
+    keys = np.arange(900)
+    real = ranking.rank_rows_argsort
+    calls: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def counted(scores, row_keys, column_keys, depth):
+        with lock:
+            calls.append((threading.get_ident(), scores.shape[0]))
+        return real(scores, row_keys, column_keys, depth)
+
+    monkeypatch.setattr(ranking, "rank_rows_argsort", counted)
+    parts = ranking.rank_dense_argsort(queries, codes, keys[:700], keys, 15)
+    assert sorted(rows for _, rows in calls) == [233, 233, 234]
+    whole = real(queries @ codes.T, keys[:700], keys, 15)
+    for field in ("ranks", "top", "top_scores", "tied"):
+        assert np.array_equal(getattr(parts, field), getattr(whole, field), equal_nan=field == "top_scores"), field
+    assert parts.tied.any() and (parts.ranks > 1).any()

@@ -42,6 +42,7 @@ against one pool; ``rank_candidates`` ranks each query against its own candidate
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -1117,6 +1118,43 @@ def rank_rows_argsort(scores: np.ndarray, row_keys: np.ndarray, column_keys: np.
     return ArgsortRanks(ranks, top, top_scores, tied, n)
 
 
+ARGSORT_PART_ROWS = 32  # rows of a score block ranked together in one thread (rank_dense_argsort)
+
+
+def _rank_rows_argsort_parts(
+    scores: np.ndarray,
+    row_keys: np.ndarray,
+    column_keys: np.ndarray,
+    depth: int,
+    pool: ThreadPoolExecutor | None,
+    threads: int,
+) -> ArgsortRanks:
+    """:func:`rank_rows_argsort` of a score block, its rows cut into one contiguous part per thread
+    (``threads`` of ``pool``; at least :data:`ARGSORT_PART_ROWS` rows each), ranked at once: numpy's
+    comparisons, partitions and sorts run without the GIL. Each row's rank and list depend on that row
+    alone, so the result is the same with any number of parts."""
+    m = scores.shape[0]
+    parts = 1 if pool is None else min(threads, m // ARGSORT_PART_ROWS)
+    if parts < 2:
+        return rank_rows_argsort(scores, row_keys, column_keys, depth)
+    bounds = [m * k // parts for k in range(parts + 1)]
+    found = list(
+        pool.map(
+            lambda k: rank_rows_argsort(
+                scores[bounds[k] : bounds[k + 1]], row_keys[bounds[k] : bounds[k + 1]], column_keys, depth
+            ),
+            range(parts),
+        )
+    )
+    return ArgsortRanks(
+        np.concatenate([part.ranks for part in found]),
+        np.concatenate([part.top for part in found]),
+        np.concatenate([part.top_scores for part in found]),
+        np.concatenate([part.tied for part in found]),
+        found[0].n_candidates,
+    )
+
+
 def rank_dense_argsort(
     queries: np.ndarray,
     codes: np.ndarray,
@@ -1129,7 +1167,9 @@ def rank_dense_argsort(
     """:func:`rank_rows_argsort` over the float32 inner products of ``queries`` with ``codes``, computed
     as the reference computes them (``queries[rows] @ codes.T``: the codes whole, in their order, so
     each score is the same float32 the reference's ``np.matmul(nl_vecs, code_vecs.T)`` gives), one
-    block of at least :data:`ARGSORT_MIN_ROWS` query rows at a time, sized from ``memory_mb``."""
+    block of at least :data:`ARGSORT_MIN_ROWS` query rows at a time, sized from ``memory_mb`` (not from
+    the threads); each block's rows are ranked in parts over :func:`work_threads` threads
+    (:func:`_rank_rows_argsort_parts`: the same results on any number)."""
     q, c = _float32_matrices(queries, codes)
     m, n = q.shape[0], c.shape[0]
     row_keys = np.asarray(row_keys, dtype=np.int64)
@@ -1139,11 +1179,15 @@ def rank_dense_argsort(
     tied = np.zeros(m, dtype=bool)
     per_row = max(n, 1) * _ARGSORT_BYTES + max(int(depth), 0) * 24
     rows = max(min(ARGSORT_MIN_ROWS, m), int(max(float(memory_mb), 0.0) * 2**20 // per_row), 1)
-    with tqdm(total=m, desc="rank", unit="query", disable=not progress, mininterval=2) as bar:
+    threads = min(work_threads(), max(1, rows // ARGSORT_PART_ROWS))
+    with (
+        tqdm(total=m, desc="rank", unit="query", disable=not progress, mininterval=2) as bar,
+        ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool,
+    ):
         for start in range(0, m, rows):
             stop = min(m, start + rows)
             low = max(0, stop - rows)  # the last block reaches back: never a thin matmul
-            block = rank_rows_argsort(q[low:stop] @ c.T, row_keys[low:stop], column_keys, depth)
+            block = _rank_rows_argsort_parts(q[low:stop] @ c.T, row_keys[low:stop], column_keys, depth, pool, threads)
             keep = slice(start - low, stop - low)
             ranks[start:stop] = block.ranks[keep]
             top[start:stop], top_scores[start:stop] = block.top[keep], block.top_scores[keep]
