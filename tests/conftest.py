@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,11 +15,29 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # One embedding cache for the session's studies (csbench.cache.embeddings; the drivers' jobs inherit it), as
-# users share one between clones: test_shared_embedding_cache checks the second study encodes nothing.
+# users share one between clones.
 _EMBEDDING_CACHE = None
 if not os.environ.get("CSBENCH_EMBEDDING_CACHE"):
     _EMBEDDING_CACHE = tempfile.mkdtemp(prefix="csbench-embedding-cache-")
     os.environ["CSBENCH_EMBEDDING_CACHE"] = _EMBEDDING_CACHE
+# The two session runs of the tiny study (snakemake_tiny, dvc_first) share a cache of their own, empty before
+# the first of them: test_shared_embedding_cache checks that the first encodes and the second encodes nothing,
+# whichever other study ran before them in this test process (pytest-xdist spreads the modules).
+TINY_STUDY_CACHE = tempfile.mkdtemp(prefix="csbench-tiny-study-cache-")
+
+
+@contextlib.contextmanager
+def _tiny_study_cache() -> Iterator[None]:
+    """The drivers' jobs started inside use TINY_STUDY_CACHE (they inherit this process's environment)."""
+    saved = os.environ.get("CSBENCH_EMBEDDING_CACHE")
+    os.environ["CSBENCH_EMBEDDING_CACHE"] = TINY_STUDY_CACHE
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("CSBENCH_EMBEDDING_CACHE", None)
+        else:
+            os.environ["CSBENCH_EMBEDDING_CACHE"] = saved
 
 from api_fixtures import *  # noqa: E402, F403 (the loopback API servers of tests/api, issue #26)
 
@@ -40,7 +60,8 @@ def snakemake_tiny(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (`test_drivers.copy_run`)."""
     from test_drivers import run_tiny_study_with_snakemake
 
-    return run_tiny_study_with_snakemake(tmp_path_factory)
+    with _tiny_study_cache():
+        return run_tiny_study_with_snakemake(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +70,8 @@ def dvc_first(tmp_path_factory: pytest.TempPathFactory) -> dict:
     test_study_outputs): {"project", "jobs", "files"}. Do not change the project; copy it."""
     from test_drivers import run_tiny_study_with_dvc
 
-    return run_tiny_study_with_dvc(tmp_path_factory)
+    with _tiny_study_cache():
+        return run_tiny_study_with_dvc(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +84,7 @@ def tiny_pushed(dvc_first: dict, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Remove the session's embedding cache (when this session made it)."""
+    """Remove the session's embedding caches (the general one when this session made it)."""
     if _EMBEDDING_CACHE is not None:
         shutil.rmtree(_EMBEDDING_CACHE, ignore_errors=True)
+    shutil.rmtree(TINY_STUDY_CACHE, ignore_errors=True)

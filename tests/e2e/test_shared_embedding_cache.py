@@ -1,15 +1,12 @@
 """Two studies sharing one embedding cache (issue #28's done-when, on the tiny study): the session's
 snakemake and dvc projects are two fresh copies of the checkout whose jobs share conftest's
-``CSBENCH_EMBEDDING_CACHE``. Whichever ran second encoded no code and no query the first encoded, and
-both wrote the same bytes (``test_drivers.test_both_drivers_write_the_same_files``)."""
+``TINY_STUDY_CACHE`` (empty before the first of them). Whichever ran second encoded no code and no query
+the first encoded, and both wrote the same bytes (``test_drivers.test_both_drivers_write_the_same_files``)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-
-import pytest
 
 
 def _encodings(project: Path) -> dict[str, dict[str, int]]:
@@ -31,8 +28,6 @@ def _encodings(project: Path) -> dict[str, dict[str, int]]:
 
 
 def test_the_second_study_encodes_nothing_the_first_encoded(snakemake_tiny: dict, dvc_first: dict) -> None:
-    if not os.environ.get("CSBENCH_EMBEDDING_CACHE"):
-        pytest.skip("no shared embedding cache in this session")
     projects = [snakemake_tiny["project"], dvc_first["project"]]
     first_done = min(projects, key=lambda p: min(f.stat().st_mtime for f in p.glob("results/index/**/index.json")))
     second = projects[1] if first_done == projects[0] else projects[0]

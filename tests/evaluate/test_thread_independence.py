@@ -129,9 +129,10 @@ codes = distinct[np.arange(1400) % 700]  # every code twice: tied answers and ti
 keys = np.arange(1400)
 queries = codes[::2] + rng.integers(-1, 2, size=(700, 16)).astype(np.float32)
 found = []
-for memory_mb in (256, 2):  # one block of 700 rows, blocks of 75 rows
+for memory_mb in (256, 2):  # one block of 700 rows, blocks of 77 rows
     result = rank_dense_argsort(queries, codes, keys[::2], keys, 20, memory_mb=memory_mb)
-    found += [hashlib.sha256(a.tobytes()).hexdigest() for a in (result.ranks, result.top, result.top_scores, result.tied)]
+    arrays = (result.ranks, result.top, result.top_scores, result.tied)
+    found += [hashlib.sha256(a.tobytes()).hexdigest() for a in arrays]
 print(json.dumps(found))
 """
 
