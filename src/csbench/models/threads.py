@@ -60,17 +60,16 @@ def run_batches(
     count: int,
     sink: Callable[[int, T], None],
     device: torch.device | str = "cpu",
-    grad: bool = False,
 ) -> None:
     """``sink(i, compute(i))`` for ``i`` in ``range(count)``, in that order and in the calling thread.
 
     On CPU each ``compute(i)`` runs on one torch thread, as many at once as the caller has torch
     threads (:func:`one_torch_thread`), so its numbers do not depend on that count; on another device
     one after another. ``compute`` runs under ``torch.inference_mode`` (thread-local, so entered in each
-    thread) unless ``grad``; it must hold :data:`tokenizer_lock` while it calls a tokenizer."""
+    thread); it must hold :data:`tokenizer_lock` while it calls a tokenizer."""
 
     def one(i: int) -> T:
-        with contextlib.nullcontext() if grad else torch.inference_mode():
+        with torch.inference_mode():
             return compute(i)
 
     if torch.device(device).type != "cpu":
