@@ -115,6 +115,31 @@ def test_apertium_translates_a_batch_line_for_line() -> None:
     assert all(line and not line.startswith("*") for line in out)  # -u: unknown words are not marked
 
 
+@needs_apertium
+def test_each_line_is_translated_as_it_is_alone_whatever_is_sent_with_it() -> None:
+    """apertium translates a line after another as if it went on the sentence before ("Serializes un
+    numpy variedad" after any line, "Serializes Un numpy variedad" alone): a comment's translation, so
+    the attacked code, depended on the comments of the other snippets of the dataset and on their
+    order, and ``translate_frame``'s one translation per distinct text was then wrong for the text's
+    other places. Each line must come back as it does alone, in any batch, in any order."""
+    lines = [
+        line for code in _real_functions("python", limit=40) for line in dict.fromkeys(text for text, _ in _texts(code))
+    ][:60]
+    assert len(lines) >= 40
+    translator = Apertium()
+    alone = [translator.translate([line])[0] for line in lines]
+    assert translator.translate(lines) == alone
+    assert translator.translate(lines[::-1]) == alone[::-1]
+    assert (
+        translator.translate(["Returns the thing of a", "Serializes a numpy array to a compressed base64 string"])[1]
+        == translator.translate(["Serializes a numpy array to a compressed base64 string"])[0]
+    )
+
+
+def _texts(code: str) -> list[tuple[str, None]]:
+    return [(text, None) for text in texts(code, "python") if text.strip()]
+
+
 def _real_functions(language: str, limit: int = 150) -> list[str]:
     roots = {
         "python": Path(sysconfig.get_paths()["stdlib"]),
@@ -197,7 +222,7 @@ def test_a_batch_apertium_misaligns_is_split_until_every_line_is_aligned() -> No
         def __init__(self) -> None:  # no real apertium needed
             self.batch_lines, self.runs = 10, 0
 
-        def _run(self, batch: list[str]) -> list[str]:
+        def _run(self, batch: list[str]) -> list[str]:  # as apertium answers lines sent with blank lines between
             self.runs += 1
             out: list[str] = []
             for line in batch:
@@ -205,7 +230,7 @@ def test_a_batch_apertium_misaligns_is_split_until_every_line_is_aligned() -> No
                     out[-1] += " " + line.upper()
                 else:
                     out.append(line.upper())
-            return out
+            return "\n\n".join(out).split("\n")
 
     translator = Merging()
     lines = ["one", "two", "glue", "three", "four", "five"]
@@ -223,7 +248,7 @@ def test_concurrent_batches_give_the_same_lines_in_order() -> None:
             import time
 
             time.sleep(0.01 * (len(batch[0]) % 3))  # batches finish out of order
-            return [line[::-1] for line in batch]
+            return "\n\n".join(line[::-1] for line in batch).split("\n")
 
     lines = [f"line {i} {'x' * (i % 5)}" for i in range(40)]
     assert Slow().translate(lines, workers=4) == Slow().translate(lines) == [line[::-1] for line in lines]
