@@ -170,7 +170,7 @@ PHASES: dict[str, tuple[str, str, Callable[[argparse.Namespace, Context], tuple]
     "download": ("download", "download", lambda a, ctx: (a.dataset, a.accept_changed, a.rehash)),
     "prepare": ("prepare", "prepare", lambda a, ctx: (a.dataset,)),
     "audit": ("audit", "audit", lambda a, ctx: (a.dataset,)),
-    "attack": ("attack", "attack", lambda a, ctx: (a.dataset, a.attack)),
+    "attack": ("attack", "attack", lambda a, ctx: (a.dataset, a.attack, a.batch_rows)),
     "train": ("train", "train", lambda a, ctx: (TrainKey(a.dataset, a.attack, a.model, a.loss, a.seed),)),
     "index": ("index", "index", lambda a, ctx: (_run_key(a, ctx),)),
     "encode-shard": ("index", "encode_shard", lambda a, ctx: (_run_key(a, ctx), a.shard, a.shards)),
@@ -335,6 +335,14 @@ def _data_commands(sub) -> None:
     _jobs(_dataset(_command(sub, "audit", run_phase, "dataset card and leakage audit into results/datasets/")))
     p = _dataset(_command(sub, "attack", run_phase, "apply a code attack to every split of a prepared dataset"))
     p.add_argument("--attack", required=True, help="an attack spec of grid.attacks, e.g. ordered_id+translation")
+    p.add_argument(
+        "--batch-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a dataset of more than N rows is read, attacked and written N rows at a time, which bounds the "
+        "memory (the result is the same; default 20000)",
+    )
     _jobs(p)
 
 

@@ -256,6 +256,76 @@ def write_parquet(path: str | os.PathLike[str], frame: pd.DataFrame) -> None:
         frame.to_parquet(tmp, index=False)
 
 
+class ParquetStream:
+    """A Parquet file written a DataFrame at a time, each its own row group, made as ``write_parquet``
+    makes a whole file (``Table.from_pandas`` without the index, snappy; one frame gives its very bytes),
+    under the first frame's schema, in a temporary file beside ``path`` that ``close`` renames into place
+    (``abort``, or any error, removes it). ``types``: the Arrow types of columns the first frame may
+    leave untyped (all values missing), e.g. the input file's schema. A full disk raises
+    ``DiskFullError`` naming ``path``."""
+
+    def __init__(self, path: str | os.PathLike[str], types: Any = None) -> None:
+        self.path, self.types = Path(path), types
+        self.tmp: Path | None = None
+        self.writer: Any = None
+        self.schema: Any = None
+        self.rows = 0
+
+    def write(self, frame: pd.DataFrame) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            if self.writer is None:
+                table = pa.Table.from_pandas(frame, preserve_index=False)
+                if self.types is not None and any(pa.types.is_null(f.type) for f in table.schema):
+                    known = {f.name: f.type for f in self.types}
+                    fields = [
+                        f.with_type(known[f.name]) if pa.types.is_null(f.type) and f.name in known else f
+                        for f in table.schema
+                    ]
+                    table = table.cast(pa.schema(fields, metadata=table.schema.metadata))
+                self.schema = table.schema
+                self.tmp = temporary_beside(self.path)
+                self.writer = pq.ParquetWriter(self.tmp, self.schema, compression="snappy")
+            else:
+                table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False)
+            self.writer.write_table(table)
+            self.rows += len(frame)
+        except BaseException as err:
+            written = _temporary_size(self.tmp) if self.tmp is not None else None
+            self.abort()
+            if isinstance(err, OSError) and is_disk_full(err) and not isinstance(err, DiskFullError):
+                raise DiskFullError(self.path, err, None, written) from err
+            raise
+
+    def close(self) -> None:
+        """Finish the file and rename it into place (a file without a frame is refused: nothing types it)."""
+        if self.writer is None:
+            raise ValueError(f"{self.path}: no rows were written, not even an empty frame to type the file")
+        try:
+            self.writer.close()
+            os.chmod(self.tmp, 0o666 & ~_UMASK)
+            os.replace(self.tmp, self.path)
+            self.writer, self.tmp = None, None
+        except OSError as err:
+            written = _temporary_size(self.tmp) if self.tmp is not None else None
+            self.abort()
+            if is_disk_full(err) and not isinstance(err, DiskFullError):
+                raise DiskFullError(self.path, err, None, written) from err
+            raise
+
+    def abort(self) -> None:
+        """Remove the temporary file (what was written is lost; ``path`` is left as it was)."""
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            self.writer = None
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
+            self.tmp = None
+
+
 def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

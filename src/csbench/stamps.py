@@ -33,7 +33,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from csbench.io import canonical_hash, write_json
 from csbench.models.integrity import IntegrityError, sha256_of
@@ -214,6 +214,27 @@ class Verified:
         if len(data) != entry.get("bytes") or hashlib.sha256(data).hexdigest() != entry["sha256"]:
             raise self._mismatch(name, len(data))
         return data
+
+    def open(self, name: str) -> BinaryIO:
+        """File ``name`` open for reading, its bytes checked against the stamp through this very handle
+        (a file renamed over it meanwhile is not what the handle reads): for a file read in parts,
+        too large to hold (``read_bytes``). The caller closes it."""
+        entry, path = self._entry(name), self.folder / name
+        if not path.is_file():
+            raise StampError(f"{path} is missing (listed in {self.folder / STAMP_FILE}): {self.remake}")
+        handle = open(path, "rb")  # noqa: SIM115 - returned open
+        try:
+            digest, size = hashlib.sha256(), 0
+            while block := handle.read(1 << 20):
+                digest.update(block)
+                size += len(block)
+            if size != entry.get("bytes") or digest.hexdigest() != entry["sha256"]:
+                raise self._mismatch(name, size)
+            handle.seek(0)
+        except BaseException:
+            handle.close()
+            raise
+        return handle
 
     def frame(self, name: str, columns: list[str] | None = None):
         """A Parquet file of the folder as a DataFrame, parsed from the very bytes that were checked

@@ -14,6 +14,7 @@ processes; the result does not depend on the number of workers. Compiled by Cyth
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import logging
@@ -101,12 +102,7 @@ def _rename_analysed(
     order; ``sources``: the code each had in the dataset, ``Item.source``), each proposal is settled and
     spliced. Per snippet: (attacked code, renaming, "") or, when the analysis failed, (the code the
     attack keeps, None, the error)."""
-    items = [
-        R.Item(language, source, analysis.identifiers)
-        for language, source, (analysis, _, _) in zip(languages, sources, analysed, strict=True)
-        if analysis is not None
-    ]
-    proposals = iter(strategy(items, params))
+    proposals = iter(strategy(_items(analysed, languages, sources), params))
     out: list[Renamed] = []
     for language, (analysis, text, error) in zip(languages, analysed, strict=True):
         if analysis is None:
@@ -115,6 +111,22 @@ def _rename_analysed(
         mapping = R.settle(analysis.identifiers, language, next(proposals))
         out.append((analysis.renamed(mapping), mapping, ""))  # comment removal and renaming in one splice
     return out
+
+
+def _propose_in_context(propose: Callable, context: Any, items: Sequence[R.Item], params: dict[str, Any]) -> list:
+    """A dataset-wide renaming's proposals for one chunk, as a strategy (``Survey.propose``)."""
+    return propose(items, params, context)
+
+
+def _items(
+    analysed: list[tuple[R.Analysis | None, str, str]], languages: Sequence[str], sources: Sequence[str]
+) -> list[R.Item]:
+    """What a strategy is given of analysed snippets: those whose analysis did not fail, in order."""
+    return [
+        R.Item(language, source, analysis.identifiers)
+        for language, source, (analysis, _, _) in zip(languages, sources, analysed, strict=True)
+        if analysis is not None
+    ]
 
 
 def _rename_batch(task: tuple[list[tuple[str, str, bool]], list[str], R.Strategy, dict[str, Any]]) -> list[Renamed]:
@@ -211,9 +223,10 @@ def run_attack(
     workers: int = 1,
     progress: bool = True,
 ) -> tuple[dict[str, pd.DataFrame], AttackReport]:
-    """Attack every split of a dataset (``{split: records}``, in dataset order). Returns the attacked
-    splits (same records and columns, plus ``renaming``) and a report. Deterministic: the result does
-    not depend on ``workers``."""
+    """Attack every split of a dataset (``{split: records}``, in dataset order), all in memory at once.
+    Returns the attacked splits (same records and columns, plus ``renaming``) and a report.
+    Deterministic: the result does not depend on ``workers``. (``csbench.attacks.stream`` attacks split
+    files too large to hold, chunk by chunk, to the same result.)"""
     started = time.perf_counter()
     components = parse_spec(spec, attack_params)
     columns = {split: (frame["language"].tolist(), frame["code"].tolist()) for split, frame in splits.items()}
@@ -226,15 +239,37 @@ def run_attack(
         for key in zip(split_languages, split_codes, strict=True):
             keys.setdefault(key, len(keys))
     unique = list(keys)
-    codes, renamings = _attack_unique(spec, components, unique, workers, progress, report)
-    texts = [_RENAMING_JSON(m) for m in renamings]
+    codes, texts = attack_snippets(spec, components, unique, workers, progress, report)
     out = {}
     for split, frame in splits.items():
         index = [keys[key] for key in zip(*columns[split], strict=True)]
-        attacked = frame.copy()
-        attacked["code"] = [codes[i] for i in index]
-        attacked[RENAMING_COLUMN] = [texts[i] for i in index]
-        out[split] = attacked
+        out[split] = attacked_frame(frame, [codes[i] for i in index], [texts[i] for i in index])
+    report.seconds = time.perf_counter() - started
+    return out, report
+
+
+def attacked_frame(frame: pd.DataFrame, codes: list[str], texts: list[str]) -> pd.DataFrame:
+    """``frame``'s records with their attacked code and their renaming's JSON (column ``renaming``)."""
+    attacked = frame.copy()
+    attacked["code"] = codes
+    attacked[RENAMING_COLUMN] = texts
+    return attacked
+
+
+def attack_snippets(
+    spec: str,
+    components: Sequence[Component],
+    unique: list[tuple[str, str]],
+    workers: int,
+    progress: bool,
+    report: AttackReport,
+    contexts: dict[int, Any] | None = None,
+) -> tuple[list[str], list[str]]:
+    """The attacked code and the renaming's JSON of distinct (language, code) snippets, in dataset order
+    (all of the dataset's, or one chunk of them: ``contexts``, the context of each dataset-wide renaming
+    step for this chunk, ``Survey``); counted in ``report`` (snippets, changed, renamed, failures)."""
+    codes, renamings = _attack_unique(spec, components, unique, workers, progress, report, contexts)
+    texts = [_RENAMING_JSON(m) for m in renamings]
     for (language, code), new, mapping in zip(unique, codes, renamings, strict=True):
         report.snippets[language] = report.snippets.get(language, 0) + 1
         report.changed[language] = report.changed.get(language, 0) + (new != code)
@@ -244,8 +279,21 @@ def run_attack(
         for language, code in unique:
             kept = has_undelimited_comment(code, language)
             report.kept_undelimited[language] = report.kept_undelimited.get(language, 0) + kept
-    report.seconds = time.perf_counter() - started
-    return out, report
+    return codes, texts
+
+
+def survey_snippets(
+    spec: str,
+    components: Sequence[Component],
+    unique: list[tuple[str, str]],
+    workers: int,
+    step: int,
+    contexts: dict[int, Any],
+) -> Any:
+    """The statistics (``Survey.gather``) of renaming step ``step`` (its index among the spec's renamings,
+    a dataset-wide one) over a chunk of distinct snippets: the earlier steps applied first (with their
+    ``contexts``), then this step's analyses gathered. Nothing is counted."""
+    return _attack_unique(spec, components, unique, workers, False, AttackReport(spec), contexts, survey=step)
 
 
 def _attack_unique(
@@ -255,8 +303,13 @@ def _attack_unique(
     workers: int,
     progress: bool,
     report: AttackReport,
-) -> tuple[list[str], list[dict[str, str]]]:
-    """Attacked code and renaming of each distinct (language, code)."""
+    contexts: dict[int, Any] | None = None,
+    survey: int | None = None,
+) -> Any:
+    """Attacked code and renaming of each distinct (language, code): (codes, renamings). ``contexts``:
+    renaming step -> its context for these snippets (``Survey.propose``; without, a dataset-wide
+    renaming proposes over these snippets as the whole dataset); ``survey``: the renaming step whose
+    statistics (``Survey.gather``) to return instead, once the steps before it are applied."""
     comment = next((c for c in components if c.attack.kind == "comments"), None)
     renamings = [c for c in components if c.attack.kind == "renaming"]
     translate = comment is not None and comment.attack.name == "translation"
@@ -284,7 +337,13 @@ def _attack_unique(
                     for result in results
                 ]
                 sources = [code for _, code in unique]
-                renamed = _rename_analysed(analysed, [lang for lang, _ in unique], sources, strategy, params)
+                languages = [lang for lang, _ in unique]
+                plan = component.attack.survey
+                if survey == step:
+                    return plan.gather(_items(analysed, languages, sources), params)
+                if contexts is not None and step in contexts:
+                    strategy = functools.partial(_propose_in_context, plan.propose, contexts[step])
+                renamed = _rename_analysed(analysed, languages, sources, strategy, params)
                 del analysed
             else:  # the workers rename too
                 tasks = [

@@ -26,10 +26,11 @@ import functools
 import hashlib
 import re
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from csbench.attacks.spec import renaming_attack
+from csbench.attacks.spec import Survey, renaming_attack
 from csbench.code.comments import Edit, Snippet, apply_edits, comment_edits, parse_snippet
 from csbench.code.identifiers import Identifiers, identifiers_and_comments, is_valid_name, rename_edits, splice
 
@@ -353,29 +354,82 @@ def _by_language(items: Sequence[Item]) -> dict[str, list[int]]:
     return groups
 
 
+# k_shift_dataset over chunks (Survey): a chunk's statistics are, per language, its number of snippets and
+# the names of its last k; a chunk's context, per language of the chunk, (the position of its first snippet
+# among the language's, the language's number of snippets, the names of the k snippets before the chunk,
+# the names of the language's last k snippets): every donor of the chunk is in the chunk or among these.
+ShiftContext = dict[str, tuple[int, int, tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]]
+
+
+def _shift_gather(items: Sequence[Item], params: dict[str, Any]) -> dict[str, tuple[int, list[tuple[str, ...]]]]:
+    k = int(params["k"])
+    return {
+        language: (len(indices), [tuple(items[i].identifiers.names) for i in indices[-k:]])
+        for language, indices in _by_language(items).items()
+    }
+
+
+def _shift_contexts(statistics: list[dict[str, tuple[int, list]]], params: dict[str, Any]) -> list[ShiftContext]:
+    k = int(params["k"])
+    totals: dict[str, int] = {}
+    tails: dict[str, deque] = {}
+    for chunk in statistics:
+        for language, (count, last) in chunk.items():
+            totals[language] = totals.get(language, 0) + count
+            tails.setdefault(language, deque(maxlen=k)).extend(last)
+    tail = {language: tuple(names) for language, names in tails.items()}
+    seen: dict[str, int] = {}
+    windows: dict[str, deque] = {}
+    out: list[ShiftContext] = []
+    for chunk in statistics:
+        window = {language: windows.setdefault(language, deque(maxlen=k)) for language in chunk}
+        out.append(
+            {
+                language: (seen.get(language, 0), totals[language], tuple(window[language]), tail[language])
+                for language in chunk
+            }
+        )
+        for language, (count, last) in chunk.items():
+            seen[language] = seen.get(language, 0) + count
+            window[language].extend(last)
+    return out
+
+
+def _shift_propose(items: Sequence[Item], params: dict[str, Any], context: ShiftContext) -> list[Mapping]:
+    k = int(params["k"])
+    out: list[Mapping] = [{} for _ in items]
+    for language, indices in _by_language(items).items():
+        start, n, window, tail = context[language]
+        m = len(indices)
+        for j, i in enumerate(indices):
+            d = (start + j - k) % n  # the donor's position among the language's snippets
+            if start <= d < start + m:
+                donor = items[indices[d - start]].identifiers.names
+            elif start - len(window) <= d < start:
+                donor = window[d - start + len(window)]
+            elif d >= n - len(tail):
+                donor = tail[d - n + len(tail)]
+            else:  # pragma: no cover - the context always holds every donor
+                raise RuntimeError(f"k_shift_dataset: donor {d} of snippet {start + j} is in no chunk context")
+            out[i] = dict(zip(items[i].identifiers.names, donor, strict=False))
+    return out
+
+
 @renaming_attack(
     "k_shift_dataset",
     "identifiers of snippet i take, in order, those of snippet i-k (cyclically over the dataset)",
-    dataset_wide=True,
+    survey=Survey(_shift_gather, _shift_contexts, _shift_propose),
     **_shift("snippets"),
 )
 def k_shift_dataset(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]:
     """The identifiers of snippet i take, in order, those of snippet i - k (cyclically over the snippets
     of the same language, in dataset order); surplus donor names are unused, missing ones keep theirs."""
-    k = int(params["k"])
-    out: list[Mapping] = [{} for _ in items]
-    for indices in _by_language(items).values():
-        n = len(indices)
-        for pos, i in enumerate(indices):
-            donor = items[indices[(pos - k) % n]].identifiers.names
-            out[i] = dict(zip(items[i].identifiers.names, donor, strict=False))
-    return out
+    return _shift_propose(items, params, _shift_contexts([_shift_gather(items, params)], params)[0])
 
 
-def frequency_ranking(items: Sequence[Item]) -> dict[str, list[str]]:
-    """Per language: the identifiers of all snippets by number of occurrences over the dataset, most
-    frequent first (ties: first seen in dataset order)."""
-    rankings = {}
+def _name_counts(items: Sequence[Item]) -> dict[str, dict[str, int]]:
+    """Per language: each identifier's number of occurrences over ``items``, in order of first sight."""
+    out: dict[str, dict[str, int]] = {}
     for language, indices in _by_language(items).items():
         counts: dict[str, int] = {}  # (a plain dict: ``Counter``'s missing keys cost a Python call each)
         count = counts.get
@@ -384,9 +438,19 @@ def frequency_ranking(items: Sequence[Item]) -> dict[str, list[str]]:
             occurrences = ids.occurrences
             for name in ids.names:
                 counts[name] = count(name, 0) + len(occurrences[name])
-        # as ``Counter.most_common``: a stable sort, so ties keep their insertion order
-        rankings[language] = sorted(counts, key=counts.__getitem__, reverse=True)
-    return rankings
+        out[language] = counts
+    return out
+
+
+def _rankings(counts: dict[str, dict[str, int]]) -> dict[str, list[str]]:
+    # as ``Counter.most_common``: a stable sort, so ties keep their insertion order
+    return {language: sorted(c, key=c.__getitem__, reverse=True) for language, c in counts.items()}
+
+
+def frequency_ranking(items: Sequence[Item]) -> dict[str, list[str]]:
+    """Per language: the identifiers of all snippets by number of occurrences over the dataset, most
+    frequent first (ties: first seen in dataset order)."""
+    return _rankings(_name_counts(items))
 
 
 def snippet_ranking(ids: Identifiers) -> list[str]:
@@ -433,11 +497,43 @@ class _ValidRanking:
                 yield name
 
 
+def _popular_gather(items: Sequence[Item], params: dict[str, Any]) -> dict[str, dict[str, int]]:
+    return _name_counts(items)
+
+
+def _popular_contexts(statistics: list[dict[str, dict[str, int]]], params: dict[str, Any]) -> list:
+    """The dataset's ranking per language (the same for every chunk): the chunks' counts added up in
+    order, so ties keep the order of first sight over the dataset."""
+    totals: dict[str, dict[str, int]] = {}
+    for chunk in statistics:
+        for language, counts in chunk.items():
+            total = totals.setdefault(language, {})
+            get = total.get
+            for name, n in counts.items():
+                total[name] = get(name, 0) + n
+    rankings = _rankings(totals)
+    return [rankings] * len(statistics)
+
+
+def _popular_propose(items: Sequence[Item], params: dict[str, Any], rankings: dict[str, list[str]] | None) -> list:
+    fixed = params.get("ranking")
+    valid: dict[str, _ValidRanking] = {}  # language -> its ranking's valid names
+    out = []
+    for it in items:
+        language = it.language
+        ranking = valid.get(language)
+        if ranking is None:
+            ranking = valid[language] = _ValidRanking(fixed or rankings[language], language)
+        ids = it.identifiers
+        out.append(dict(zip(snippet_ranking(ids), ranking.usable(ids.reserved), strict=False)))
+    return out
+
+
 @renaming_attack(
     "most_popular",
     "the snippet's j-th most frequent identifier -> the dataset's j-th most frequent",
     defaults={"ranking": None},  # None: the dataset's own ranking
-    dataset_wide=True,
+    survey=Survey(_popular_gather, _popular_contexts, _popular_propose, wanted=lambda p: not p.get("ranking")),
     params_schema={
         "ranking": {
             "description": "a fixed ranking of names, most frequent first, instead of the dataset's own"
@@ -451,15 +547,5 @@ def most_popular(items: Sequence[Item], params: dict[str, Any]) -> list[Mapping]
     """Rank identifiers by frequency over the dataset and inside each snippet; the snippet's j-th most
     frequent becomes the dataset's j-th most frequent. ``params["ranking"]`` (a list of names) replaces
     the dataset's own ranking, e.g. to reproduce the thesis's worked example."""
-    fixed = params.get("ranking")
-    rankings = frequency_ranking(items) if not fixed else {}
-    valid: dict[str, _ValidRanking] = {}  # language -> its ranking's valid names
-    out = []
-    for it in items:
-        language = it.language
-        ranking = valid.get(language)
-        if ranking is None:
-            ranking = valid[language] = _ValidRanking(fixed or rankings[language], language)
-        ids = it.identifiers
-        out.append(dict(zip(snippet_ranking(ids), ranking.usable(ids.reserved), strict=False)))
-    return out
+    rankings = None if params.get("ranking") else _popular_contexts([_popular_gather(items, params)], params)[0]
+    return _popular_propose(items, params, rankings)

@@ -28,6 +28,30 @@ Rewrite = Callable[[str, str, bool, "Snippet | None"], tuple[str, dict[str, str]
 ParamsCheck = Callable[[str, dict[str, Any]], "str | None"]
 
 
+def _always(params: dict[str, Any]) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Survey:
+    """How a dataset-wide renaming runs when the dataset is attacked in chunks (``csbench.attacks.stream``:
+    the distinct snippets in dataset order, cut into consecutive chunks that are never all in memory at
+    once). A first pass analyses every chunk and keeps only ``gather(items, params)``, that chunk's
+    statistics; ``contexts(statistics, params)`` turns the statistics of all chunks, in order, into one
+    context per chunk; the second pass analyses each chunk again and renames it by
+    ``propose(items, params, context)``. The attack's strategy over the whole dataset at once must equal
+    ``propose(items, params, contexts([gather(items, params)], params)[0])`` (it is best written so), and
+    the proposals of the chunks must together be the strategy's over all of them
+    (tests/attacks/test_attack_stream.py checks both on real data). ``wanted(params)``: False when these
+    parameters make the proposals local after all (``most_popular`` with a fixed ranking): no first
+    pass, and every chunk's context is ``None``."""
+
+    gather: Callable[[Sequence[Any], dict[str, Any]], Any]
+    contexts: Callable[[list[Any], dict[str, Any]], list[Any]]
+    propose: Callable[[Sequence[Any], dict[str, Any], Any], list[dict[str, str]]]
+    wanted: Callable[[dict[str, Any]], bool] = _always
+
+
 @dataclass(frozen=True)
 class Attack:
     name: str
@@ -38,8 +62,9 @@ class Attack:
     variant: str | None = None  # the parameter a `-<int>` suffix sets
     strategy: Strategy | None = None  # renaming attacks
     # a renaming whose proposal for a snippet depends on the other snippets (k_shift_dataset's donors,
-    # most_popular's dataset ranking): the main process sees every analysis before renaming
-    dataset_wide: bool = False
+    # most_popular's dataset ranking): how it runs over a dataset attacked in chunks (``Survey``); the
+    # main process sees every analysis of a chunk before renaming it
+    survey: Survey | None = None
     # a renaming attack that rewrites each snippet from its own tokens instead of proposing names for
     # the identifier analysis (advtest_normalize): (code, language, keep_comments, parsed snippet) ->
     # (attacked code, renaming); no settling, so nothing guarantees it is capture-free
@@ -57,6 +82,11 @@ class Attack:
     def __post_init__(self) -> None:
         if set(self.params_schema) != set(self.defaults):
             raise ValueError(f"attack {self.name!r}: params_schema must describe exactly its defaults")
+
+    @property
+    def dataset_wide(self) -> bool:
+        """Whether a snippet's names depend on the other snippets of the dataset (``survey`` given)."""
+        return self.survey is not None
 
 
 ATTACKS: Registry[Attack] = Registry("attack")
