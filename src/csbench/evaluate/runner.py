@@ -10,6 +10,7 @@ it searches in :mod:`csbench.evaluate.pool_index`, how matching decides its pair
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import time
@@ -49,6 +50,7 @@ from csbench.evaluate.protocols import (
     graded_plan,
     without_special_tokens,
 )
+from csbench.ordered import in_order
 
 DEFAULT_MEMORY_MB = 256.0  # evaluation.memory_mb: the ranking engine's score block
 
@@ -315,7 +317,10 @@ Searched = tuple[dict[str, ProtocolOutcome], dict[str, np.ndarray]]  # outcomes,
 
 
 def _search_rows(job: _Search) -> Searched:
-    """Any retriever: each query scored once against each pool it needs; every protocol reads the row."""
+    """Any retriever: each query scored once against each pool it needs; every protocol reads the row.
+    Queries are scored and ranked on several threads where every retriever used allows it
+    (``concurrent_scores``: BM25), their results recorded in query order in this thread: the same
+    records on any number of threads (each query's from its own row)."""
     index, plans, pairs, ids, queries = job.index, job.plans, job.pairs, job.ids, job.queries
     run_depth, run_name, progress = job.run_depth, job.run_name, job.progress
     outcomes = {name: job.new_outcome(name, plan) for name, (_, plan) in plans.items()}
@@ -332,8 +337,14 @@ def _search_rows(job: _Search) -> Searched:
         for name, (_, plan) in plans.items()
         if plan.axis == "code"
     }
-    for i in tqdm(range(len(ids)), desc=f"search {run_name}", unit="query", disable=not progress, mininterval=2):
+
+    def tied(name: str, count: int) -> None:
+        n_tied[name] = n_tied.get(name, 0) + count
+
+    def work(i: int) -> list[Callable[[], None]]:
+        """Query ``i`` scored and ranked: what to record, in order (run in the calling thread)."""
         scores: dict[str, np.ndarray] = {}  # one row per pool kind, computed when first needed
+        records: list[Callable[[], None]] = []
         for name, (kind, plan) in plans.items():
             candidates = plan.candidates(i)
             if candidates is None:
@@ -345,41 +356,51 @@ def _search_rows(job: _Search) -> Searched:
                 # the dense path's list (rank_dense with row 0 as the answer): top_k's order, so a cut inside
                 # a group of tied scores keeps the same documents (BM25's many zero scores), not argpartition's
                 head = top_k(finite, 0, depth) if depth else np.empty(0, dtype=np.int64)
-                job.record_graded(outcomes[name], i, pool_ids[kind], candidates[head], finite[head])
+                args = (outcomes[name], i, pool_ids[kind], candidates[head], finite[head])
+                records.append(functools.partial(job.record_graded, *args))
                 continue
             if name in chunk_scores:
-                chunk_scores[name][plan.group_of[i]][int(np.flatnonzero(candidates == i)[0])] = local
+                row = chunk_scores[name][plan.group_of[i]]
+                records.append(functools.partial(row.__setitem__, int(np.flatnonzero(candidates == i)[0]), local))
                 continue
             if plan.order == "argsort":  # CodeXGLUE's run.py: the position in the row's argsort order
                 query_keys, pool_keys = plan.answer_keys()
                 result = ranking.rank_rows_argsort(
                     local[None, :], query_keys[i : i + 1], pool_keys[candidates], max(run_depth, 1)
                 )
-                n_tied[name] = n_tied.get(name, 0) + int(result.tied[0])
                 kept = candidates[result.top[0][result.top[0] >= 0]]
                 best_ids = [pool_ids[kind][j] for j in kept]
                 top_scores = result.top_scores[0][result.top[0] >= 0]
                 rank = int(result.ranks[0])
-                _record(outcomes[name], ids[i], rank, candidates.size, best_ids, top_scores, run_depth, run_name)
+                records.append(functools.partial(tied, name, int(result.tied[0])))
+                args = (outcomes[name], ids[i], rank, candidates.size, best_ids, top_scores, run_depth, run_name)
+                records.append(functools.partial(_record, *args))
                 continue
             correct = int(np.flatnonzero(candidates == plan.answer(i))[0])
             best = top_k(local, correct, max(run_depth, 1))
             names = pool_ids[kind]
             best_ids = [names[j] for j in candidates[best]]
-            _record(
-                outcomes[name],
-                ids[i],
-                rank_of_correct(local, correct),
-                candidates.size,
-                best_ids,
-                local[best],
-                run_depth,
-                run_name,
-            )
+            rank = rank_of_correct(local, correct)
+            args = (outcomes[name], ids[i], rank, candidates.size, best_ids, local[best], run_depth, run_name)
+            records.append(functools.partial(_record, *args))
         for name, p in pairs.items():
             mine = pair_rows[name][i]
             if mine.size:
-                pair_scores[name][mine] = _row(scores, index, "test", queries[i])[p.codes[mine]]
+                row = _row(scores, index, "test", queries[i])[p.codes[mine]]
+                records.append(functools.partial(pair_scores[name].__setitem__, mine, row))
+        return records
+
+    bar = tqdm(total=len(ids), desc=f"search {run_name}", unit="query", disable=not progress, mininterval=2)
+
+    def record(i: int, records: list[Callable[[], None]]) -> None:
+        for one in records:
+            one()
+        bar.update(1)
+
+    kinds = {kind for kind, _ in plans.values()} | ({"test"} if pairs else set())
+    concurrent = all(getattr(index.retrievers[kind], "concurrent_scores", False) for kind in kinds)
+    in_order(work, len(ids), record, ranking.work_threads() if concurrent else 1, name="csbench-search")
+    bar.close()
     for name, matrices in chunk_scores.items():
         kind, plan = plans[name]
         for group, matrix in zip(plan.groups, matrices, strict=True):

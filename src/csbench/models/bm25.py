@@ -53,6 +53,9 @@ class BM25Retriever:
         "tie_breaker": 0.0,
         "analyzer": "standard",
     }
+    # ``scores`` may run on several threads at once (it only reads the index; numpy releases the GIL):
+    # the evaluation scores and ranks queries on its threads (csbench.evaluate.runner._search_rows)
+    concurrent_scores: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import torch
+
+from csbench.ordered import in_order
 
 T = TypeVar("T")
 
@@ -77,20 +77,4 @@ def run_batches(
             sink(i, one(i))
         return
     with one_torch_thread() as threads:
-        if threads < 2 or count < 2:
-            for i in range(count):
-                sink(i, one(i))
-            return
-        workers = min(threads, count)
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="csbench-batches")
-        try:
-            # a few batches ahead of the one the sink waits for: the threads never idle, and neither the
-            # results nor (after an error) the work still to do pile up
-            ahead: deque[Future[T]] = deque(pool.submit(one, i) for i in range(min(count, 2 * workers)))
-            for i in range(count):
-                result = ahead.popleft().result()
-                if i + len(ahead) + 1 < count:
-                    ahead.append(pool.submit(one, i + len(ahead) + 1))
-                sink(i, result)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)  # after an error: what was not started is dropped
+        in_order(one, count, sink, threads, name="csbench-batches")
