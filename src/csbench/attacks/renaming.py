@@ -504,6 +504,8 @@ def _popular_gather(items: Sequence[Item], params: dict[str, Any]) -> dict[str, 
 def _popular_contexts(statistics: list[dict[str, dict[str, int]]], params: dict[str, Any]) -> list:
     """The dataset's ranking per language (the same for every chunk): the chunks' counts added up in
     order, so ties keep the order of first sight over the dataset."""
+    if len(statistics) == 1:  # the whole dataset at once: its counts are the totals
+        return [_rankings(statistics[0])]
     totals: dict[str, dict[str, int]] = {}
     for chunk in statistics:
         for language, counts in chunk.items():
