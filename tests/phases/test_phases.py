@@ -29,7 +29,7 @@ CALLS = [
     (["download", *DATASET, "--rehash"], "download", "download", ("python-stdlib", False, True)),
     (["prepare", *DATASET, "--jobs", "3"], "prepare", "prepare", ("python-stdlib",)),
     (["audit", *DATASET], "audit", "audit", ("python-stdlib",)),
-    (["attack", *DATASET, "--attack", "no_comment"], "attack", "attack", ("python-stdlib", "no_comment")),
+    (["attack", *DATASET, "--attack", "no_comment"], "attack", "attack", ("python-stdlib", "no_comment", None)),
     (["train", *RUN], "train", "train", (TrainKey("python-stdlib", "no_comment", "nbow", "ce", 0),)),
     (["index", *RUN, "--inference", "not_confused"], "index", "index", (NOT_CONFUSED,)),
     (["evaluate", *RUN, "--inference", "not_confused"], "evaluate", "evaluate", (NOT_CONFUSED,)),

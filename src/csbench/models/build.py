@@ -12,14 +12,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from csbench.models import ModelSpec, Retriever
 
 log = logging.getLogger("csbench")
 # what an endpoint model's params say about how to reach it and how hard to try: not part of its vectors
-_API_TRANSPORT = frozenset({"api_key_env", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "concurrency",
-                            "batch_size", "family", "training"})
+_API_TRANSPORT = frozenset(
+    {
+        "api_key_env",
+        "timeout_s",
+        "max_retries",
+        "backoff_s",
+        "backoff_max_s",
+        "concurrency",
+        "batch_size",
+        "family",
+        "training",
+    }
+)
 
 
 def _own(params: dict[str, Any]) -> dict[str, Any]:
@@ -39,15 +48,15 @@ def pretrained_encoder(params: dict[str, Any]):
     return HFBiEncoder.from_pretrained(_own(params))
 
 
-def new_encoder(spec: ModelSpec, params: dict[str, Any], train: pd.DataFrame, seed: int):
+def new_encoder(spec: ModelSpec, params: dict[str, Any], train, seed: int):
     """The encoder a training starts from: a from-scratch network whose vocabularies are learnt on
-    ``train`` (CodeSearchNet baselines), or the pretrained encoder (fine-tuning)."""
+    ``train`` (its ``query`` and ``code`` columns: a DataFrame or a ``TextTable``, streamed; CodeSearchNet
+    baselines), or the pretrained encoder (fine-tuning)."""
     if spec.family == "csn":
         from csbench.models.csn import CSNEncoder
 
-        return CSNEncoder.from_training_data(
-            train["query"].tolist(), train["code"].tolist(), {"architecture": spec.name, **_own(params)}, seed
-        )
+        queries, codes = (train.column(c) if hasattr(train, "column") else train[c].tolist() for c in ("query", "code"))
+        return CSNEncoder.from_training_data(queries, codes, {"architecture": spec.name, **_own(params)}, seed)
     if spec.family == "hf":
         return pretrained_encoder(params)
     if spec.family == "cross":
@@ -114,11 +123,14 @@ def _folder_digest(folder: str, listing: tuple[tuple[str, int, int], ...]) -> st
 def folder_identity(folder: str | Path) -> str:
     """``folder:sha256:<hash>`` of every file below ``folder`` (a model as a local folder or a package)."""
     root = Path(folder)
-    listing = tuple(sorted(
-        (path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns)
-        for path in root.rglob("*") if path.is_file() and not path.name.startswith(".")
-        for stat in [path.stat()]
-    ))
+    listing = tuple(
+        sorted(
+            (path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns)
+            for path in root.rglob("*")
+            if path.is_file() and not path.name.startswith(".")
+            for stat in [path.stat()]
+        )
+    )
     return f"folder:sha256:{_folder_digest(str(root), listing)}"
 
 

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -39,16 +40,40 @@ def train(ctx: Context, key: TrainKey) -> Path:
     spec = config.model_spec(key.model)
     attacked = attacked_input(ctx, key.dataset, key.attack)
     columns = ["query", "code", "language"]
-    train_frame = attacked.frame("train.parquet", columns=columns)
     valid_frame = attacked.frame("valid.parquet", columns=columns)
-    fit = _train_cross if spec.family == "cross" else _train_bi
-    outcome = fit(ctx, key, spec, train_frame, valid_frame)
+    if spec.family == "cross":
+        outcome = _train_cross(ctx, key, spec, attacked.frame("train.parquet", columns=columns), valid_frame)
+    else:
+        with train_table(attacked, columns) as table:
+            outcome = _train_bi(ctx, key, spec, table, valid_frame)
     _stamp_training(ctx, key, attacked)
     log.info("%s", outcome)
     return paths.checkpoint_dir(key.path)
 
 
-def _train_bi(ctx: Context, key: TrainKey, spec, train_frame: pd.DataFrame, valid_frame: pd.DataFrame) -> str:
+TRAIN_BATCH_ROWS = 20_000  # rows of the train split read at once into its TextTable
+
+
+def train_table(attacked: Verified, columns: list[str]):
+    """The attacked train split's ``columns`` as a :class:`~csbench.train.texts.TextTable` in the system's
+    temporary folder (``TMPDIR``), read a row batch at a time from the bytes checked against its stamp:
+    the training holds 8 bytes per value, not the split."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from csbench.train.texts import TextTable
+
+    name = "train.parquet"
+    with attacked.open(name) as handle:
+        reader = pq.ParquetFile(handle, pre_buffer=False)
+        batches = (
+            pa.Table.from_batches([batch]).to_pandas()
+            for batch in reader.iter_batches(batch_size=TRAIN_BATCH_ROWS, columns=columns, use_threads=False)
+        )
+        return TextTable.write(batches, columns, tempfile.gettempdir(), where=str(attacked.folder / name))
+
+
+def _train_bi(ctx: Context, key: TrainKey, spec, train_frame, valid_frame: pd.DataFrame) -> str:
     """Train a bi-encoder under the COBE regime (``training:``, overridden per model); how it ended."""
     from csbench.models.build import new_encoder
     from csbench.train import bi_encoder
