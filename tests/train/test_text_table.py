@@ -7,6 +7,7 @@ rows in memory writes (real standard-library functions, the CodeSearchNet NBoW).
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import sys
 from pathlib import Path
@@ -128,3 +129,18 @@ def test_validation_scores_fewer_queries_at_once_where_the_codes_are_many(rows) 
     bounded = validation_mrr(encoder, queries, codes, languages, max_scores=3 * len(codes))
     assert bounded == whole
     assert shapes and max(rows for rows, _ in shapes) == 3 and sum(rows for rows, _ in shapes) == len(queries)
+
+
+def test_a_table_a_killed_training_left_is_removed_by_the_next_one(rows, tmp_path) -> None:
+    import subprocess
+
+    from csbench.io import HOST
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f".csbench-train-texts.{int(gone.stdout)}@{HOST}.abcd1234.tmp"  # its writer is dead
+    left.write_bytes(b"x" * 100)
+    with TextTable.write(_batches(rows, 50), ["code"], tmp_path) as table:
+        assert not left.exists()
+        assert [p.name for p in tmp_path.iterdir()] == [table.path.name]
+        assert table.path.name.startswith(".csbench-train-texts.") and f"{os.getpid()}@{HOST}" in table.path.name
+    assert list(tmp_path.iterdir()) == []

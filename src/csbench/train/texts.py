@@ -8,8 +8,10 @@ another in UTF-8, and keeps only where each value starts (8 bytes per value); ``
 ``torch.utils.data.Dataset`` whose items are the same tuples of strings the in-memory rows were, so a
 training over it is the training over them (tests/train/test_text_table.py: the same weights).
 ``column(name)`` streams one column in order (a vocabulary learnt on the split). The file is removed by
-``close`` (or when the table is collected); ``DataLoader`` workers pickle its path and offsets and open
-the file themselves.
+``close`` (or when the table is collected); one a killed training left (named for its process,
+``.csbench-train-texts.<pid>@<host>.<random>.tmp``) by the next table written in that folder
+(``csbench.io.temporary_beside``). ``DataLoader`` workers pickle its path and offsets and open the
+file themselves.
 
 (``csbench.summarization.data.PairStore`` memory-maps an Arrow file instead, and keeps it between runs;
 a mapping's touched pages count in the resident set while mapped.)
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from torch.utils.data import Dataset
+
+from csbench.io import temporary_beside
 
 
 class TextTableError(ValueError):
@@ -48,8 +51,9 @@ class TextTable(Dataset):
         """A table of ``columns`` of every row of ``batches`` (in order), in a new file in ``folder``,
         removed when the table is closed. ``where``: the source named by an error."""
         columns = tuple(columns)
-        handle = tempfile.NamedTemporaryFile(dir=folder, prefix=".texts-", suffix=".bin", delete=False)  # noqa: SIM115
-        path = Path(handle.name)
+        # named for this process (pid@host): a table left by a killed training is removed by the next one
+        path = temporary_beside(Path(folder) / "csbench-train-texts")
+        handle = open(path, "wb")  # noqa: SIM115 - closed below
         starts: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
         end, row = 0, 0
         try:
