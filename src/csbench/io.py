@@ -259,24 +259,22 @@ def write_parquet(path: str | os.PathLike[str], frame: pd.DataFrame) -> None:
 class ParquetStream:
     """A Parquet file written a DataFrame at a time, each its own row group, made as ``write_parquet``
     makes a whole file (``Table.from_pandas`` without the index, snappy; one frame gives its very bytes),
-    under the first frame's schema, in a temporary file beside ``path`` that ``close`` renames into place
-    (``abort``, or any error, removes it). ``types``: the Arrow types of columns the first frame may
-    leave untyped (all values missing), e.g. the input file's schema. A full disk raises
-    ``DiskFullError`` naming ``path``."""
+    in a temporary file beside ``path`` that ``close`` renames into place (``abort``, or any error,
+    removes it). Every frame takes ``schema`` where given, else the first frame's; ``types``: the Arrow
+    types of columns that first frame may leave untyped (all values missing), e.g. the input file's
+    schema. A full disk raises ``DiskFullError`` naming ``path``."""
 
-    def __init__(self, path: str | os.PathLike[str], types: Any = None) -> None:
-        self.path, self.types = Path(path), types
+    def __init__(self, path: str | os.PathLike[str], types: Any = None, schema: Any = None) -> None:
+        self.path, self.types, self.schema = Path(path), types, schema
         self.tmp: Path | None = None
         self.writer: Any = None
-        self.schema: Any = None
-        self.rows = 0
 
     def write(self, frame: pd.DataFrame) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
-            if self.writer is None:
+            if self.schema is None:
                 table = pa.Table.from_pandas(frame, preserve_index=False)
                 if self.types is not None and any(pa.types.is_null(f.type) for f in table.schema):
                     known = {f.name: f.type for f in self.types}
@@ -286,12 +284,12 @@ class ParquetStream:
                     ]
                     table = table.cast(pa.schema(fields, metadata=table.schema.metadata))
                 self.schema = table.schema
-                self.tmp = temporary_beside(self.path)
-                self.writer = pq.ParquetWriter(self.tmp, self.schema, compression="snappy")
             else:
                 table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False)
+            if self.writer is None:
+                self.tmp = temporary_beside(self.path)
+                self.writer = pq.ParquetWriter(self.tmp, self.schema, compression="snappy")
             self.writer.write_table(table)
-            self.rows += len(frame)
         except BaseException as err:
             written = _temporary_size(self.tmp) if self.tmp is not None else None
             self.abort()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import hashlib
@@ -528,8 +527,9 @@ def _mean_std(values: list[int]) -> dict[str, float]:
 
 class _SplitFiles:
     """The split files of a local corpus written as its records come (``build_local_corpus(out=)``):
-    per split, a Parquet file beside its final name filled in row groups of ``batch_rows`` records,
-    each made as ``write_parquet`` makes a whole split's (``DataFrame.to_parquet(index=False)``:
+    per split, a Parquet file beside its final name filled in row groups of ``batch_rows`` records
+    (``csbench.io.ParquetStream``, all splits under the first batch's schema), each made as
+    ``write_parquet`` makes a whole split's (``DataFrame.to_parquet(index=False)``:
     ``pa.Table.from_pandas``, snappy), and the split's statistics as ``split_statistics`` and
     ``code_layout_of`` compute them. ``close`` finishes and renames the files into place split by
     split; ``abort`` (on any error) removes those not yet in place. A full disk raises
@@ -541,8 +541,7 @@ class _SplitFiles:
 
         self.out, self.batch_rows = out, max(1, batch_rows)
         self.buffers: dict[str, list[dict]] = {s: [] for s in ALL_SPLITS}
-        self.writers: dict = {}
-        self.temps: dict[str, Path] = {}
+        self.writers: dict = {}  # split -> its ParquetStream, until renamed into place
         self.schema = None  # of the first batch: every later batch and an empty split take it
         self.dtypes = None
         # per split: the query and code token counts (split_statistics) and the code layout
@@ -561,26 +560,18 @@ class _SplitFiles:
             self.buffers[split].clear()
 
     def _write(self, split: str, frame: pd.DataFrame) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from csbench.io import DiskFullError, is_disk_full, temporary_beside
+        from csbench.io import DiskFullError, ParquetStream
 
         if self.schema is None:
             self._type(frame)
-        table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False)
+        writer = self.writers.get(split)
+        if writer is None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            writer = self.writers[split] = ParquetStream(self.out / f"{split}.parquet", schema=self.schema)
         try:
-            if split not in self.writers:
-                self.out.mkdir(parents=True, exist_ok=True)
-                self.temps[split] = temporary_beside(self.out / f"{split}.parquet")
-                self.writers[split] = pq.ParquetWriter(self.temps[split], self.schema, compression="snappy")
-            self.writers[split].write_table(table)
-        except OSError as err:
-            if is_disk_full(err) and not isinstance(err, DiskFullError):
-                temp = self.temps.get(split)
-                written = temp.stat().st_size if temp is not None and temp.exists() else None
-                self.abort()
-                raise DiskFullError(self.out / f"{split}.parquet", err, None, written) from err
+            writer.write(frame)
+        except DiskFullError:
+            self.abort()
             raise
 
     def _type(self, frame: pd.DataFrame) -> None:
@@ -591,8 +582,6 @@ class _SplitFiles:
 
     def close(self) -> dict[str, dict]:
         """Write what is left and rename the files into place; the splits' statistics (the card's)."""
-        from csbench.io import _UMASK
-
         if self.schema is None:  # no batch written yet: the records' types, before an empty split is written
             rows = next((rows for rows in self.buffers.values() if rows), [])
             self._type(pd.DataFrame(rows, columns=list(RECORD_COLUMNS)))
@@ -602,8 +591,6 @@ class _SplitFiles:
                 self._write(split, frame if rows or self.dtypes is None else frame.astype(self.dtypes))
                 rows.clear()
             self.writers.pop(split).close()
-            os.chmod(self.temps[split], 0o666 & ~_UMASK)
-            os.replace(self.temps.pop(split), self.out / f"{split}.parquet")
         return {
             split: {
                 "pairs": len(self.code_tokens[split]),
@@ -617,12 +604,8 @@ class _SplitFiles:
     def abort(self) -> None:
         """Close and remove every file not yet renamed into place."""
         for writer in self.writers.values():
-            with contextlib.suppress(OSError):  # the error being handled is the one to report
-                writer.close()
+            writer.abort()
         self.writers.clear()
-        for temp in self.temps.values():
-            temp.unlink(missing_ok=True)
-        self.temps.clear()
 
 
 def split_statistics(frame: pd.DataFrame) -> dict[str, dict]:
