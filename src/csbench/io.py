@@ -256,6 +256,25 @@ def write_parquet(path: str | os.PathLike[str], frame: pd.DataFrame) -> None:
         frame.to_parquet(tmp, index=False)
 
 
+def parquet_frames(handle: IO[bytes], rows: int, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
+    """An open Parquet file (read from its start) as DataFrames of at most ``rows`` rows, in order; an
+    empty file gives one empty frame, with its columns. pyarrow's pre-buffering is off: it kept what it
+    read of every row group until the reader was done (the whole split, 490 MiB of the 1 M growth
+    corpus's train split, against 60 MiB without)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    handle.seek(0)
+    reader = pq.ParquetFile(handle, pre_buffer=False)
+    empty = True
+    for batch in reader.iter_batches(batch_size=rows, columns=columns, use_threads=False):
+        empty = False
+        yield pa.Table.from_batches([batch]).to_pandas()
+    if empty:
+        schema = reader.schema_arrow
+        yield (schema if columns is None else pa.schema([schema.field(c) for c in columns])).empty_table().to_pandas()
+
+
 class ParquetStream:
     """A Parquet file written a DataFrame at a time, each its own row group, made as ``write_parquet``
     makes a whole file (``Table.from_pandas`` without the index, snappy; one frame gives its very bytes),

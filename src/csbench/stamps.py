@@ -195,21 +195,21 @@ class Verified:
             f"{self.folder / STAMP_FILE} records its SHA-256): {self.remake}"
         )
 
-    def check(self, name: str) -> str:
-        """Hash file ``name`` and compare it with the stamp; its digest."""
+    def _present(self, name: str) -> tuple[dict[str, Any], Path]:
+        """The stamp's entry of file ``name`` and its path, the file there."""
         entry, path = self._entry(name), self.folder / name
         if not path.is_file():
             raise StampError(f"{path} is missing (listed in {self.folder / STAMP_FILE}): {self.remake}")
-        size = path.stat().st_size
-        if size != entry.get("bytes") or sha256_of(path) != entry["sha256"]:
-            raise self._mismatch(name, size)
-        return entry["sha256"]
+        return entry, path
+
+    def check(self, name: str) -> str:
+        """Hash file ``name`` and compare it with the stamp; its digest."""
+        with self.open(name):
+            return self._entry(name)["sha256"]
 
     def read_bytes(self, name: str) -> bytes:
         """The bytes of file ``name``, read once and checked against the stamp."""
-        entry, path = self._entry(name), self.folder / name
-        if not path.is_file():
-            raise StampError(f"{path} is missing (listed in {self.folder / STAMP_FILE}): {self.remake}")
+        entry, path = self._present(name)
         data = path.read_bytes()
         if len(data) != entry.get("bytes") or hashlib.sha256(data).hexdigest() != entry["sha256"]:
             raise self._mismatch(name, len(data))
@@ -219,16 +219,16 @@ class Verified:
         """File ``name`` open for reading, its bytes checked against the stamp through this very handle
         (a file renamed over it meanwhile is not what the handle reads): for a file read in parts,
         too large to hold (``read_bytes``). The caller closes it."""
-        entry, path = self._entry(name), self.folder / name
-        if not path.is_file():
-            raise StampError(f"{path} is missing (listed in {self.folder / STAMP_FILE}): {self.remake}")
+        entry, path = self._present(name)
         handle = open(path, "rb")  # noqa: SIM115 - returned open
         try:
-            digest, size = hashlib.sha256(), 0
+            size = os.fstat(handle.fileno()).st_size
+            if size != entry.get("bytes"):  # (no need to hash it)
+                raise self._mismatch(name, size)
+            digest = hashlib.sha256()
             while block := handle.read(1 << 20):
                 digest.update(block)
-                size += len(block)
-            if size != entry.get("bytes") or digest.hexdigest() != entry["sha256"]:
+            if digest.hexdigest() != entry["sha256"]:
                 raise self._mismatch(name, size)
             handle.seek(0)
         except BaseException:

@@ -11,7 +11,7 @@ from typing import BinaryIO
 import pandas as pd
 
 from csbench import lineage, paths
-from csbench.io import ParquetStream, write_json, write_parquet
+from csbench.io import ParquetStream, parquet_frames, write_json, write_parquet
 from csbench.phases import Context
 from csbench.phases.inputs import prepared, require, split_names, unstamp
 from csbench.stamps import write_stamp
@@ -85,17 +85,7 @@ def _in_batches(attack: str, handles: dict[str, BinaryIO], target: Path, params:
     from csbench.attacks.stream import attack_batches
 
     def batches(split: str) -> Iterator[pd.DataFrame]:
-        handle = handles[split]
-        handle.seek(0)
-        # (pyarrow's pre-buffering keeps what it read of every row group until the reader is done: the
-        # whole split, 490 MiB of the 1 M corpus's train split against 60 MiB without)
-        reader = pq.ParquetFile(handle, pre_buffer=False)
-        empty = True
-        for batch in reader.iter_batches(batch_size=rows, use_threads=False):
-            empty = False
-            yield pa.Table.from_batches([batch]).to_pandas()
-        if empty:  # the attacked split still gets its columns
-            yield reader.schema_arrow.empty_table().to_pandas()
+        return parquet_frames(handles[split], rows)  # an empty split still gives the attacked one its columns
 
     def types(split: str):
         handles[split].seek(0)

@@ -58,18 +58,12 @@ def train_table(attacked: Verified, columns: list[str]):
     """The attacked train split's ``columns`` as a :class:`~csbench.train.texts.TextTable` in the system's
     temporary folder (``TMPDIR``), read a row batch at a time from the bytes checked against its stamp:
     the training holds 8 bytes per value, not the split."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    from csbench.io import parquet_frames
     from csbench.train.texts import TextTable
 
     name = "train.parquet"
     with attacked.open(name) as handle:
-        reader = pq.ParquetFile(handle, pre_buffer=False)
-        batches = (
-            pa.Table.from_batches([batch]).to_pandas()
-            for batch in reader.iter_batches(batch_size=TRAIN_BATCH_ROWS, columns=columns, use_threads=False)
-        )
+        batches = parquet_frames(handle, TRAIN_BATCH_ROWS, columns)
         return TextTable.write(batches, columns, tempfile.gettempdir(), where=str(attacked.folder / name))
 
 
