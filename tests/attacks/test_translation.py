@@ -123,7 +123,9 @@ def test_each_line_is_translated_as_it_is_alone_whatever_is_sent_with_it() -> No
     order, and ``translate_frame``'s one translation per distinct text was then wrong for the text's
     other places. Each line must come back as it does alone, in any batch, in any order."""
     lines = [
-        line for code in _real_functions("python", limit=40) for line in dict.fromkeys(text for text, _ in _texts(code))
+        line
+        for code in _real_functions("python", limit=40)
+        for line in dict.fromkeys(text for text in texts(code, "python") if text.strip())
     ][:60]
     assert len(lines) >= 40
     translator = Apertium()
@@ -134,10 +136,6 @@ def test_each_line_is_translated_as_it_is_alone_whatever_is_sent_with_it() -> No
         translator.translate(["Returns the thing of a", "Serializes a numpy array to a compressed base64 string"])[1]
         == translator.translate(["Serializes a numpy array to a compressed base64 string"])[0]
     )
-
-
-def _texts(code: str) -> list[tuple[str, None]]:
-    return [(text, None) for text in texts(code, "python") if text.strip()]
 
 
 def _real_functions(language: str, limit: int = 150) -> list[str]:

@@ -16,19 +16,8 @@ from csbench.models import ModelSpec, Retriever
 
 log = logging.getLogger("csbench")
 # what an endpoint model's params say about how to reach it and how hard to try: not part of its vectors
-_API_TRANSPORT = frozenset(
-    {
-        "api_key_env",
-        "timeout_s",
-        "max_retries",
-        "backoff_s",
-        "backoff_max_s",
-        "concurrency",
-        "batch_size",
-        "family",
-        "training",
-    }
-)
+_API_TRANSPORT = frozenset({"api_key_env", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "concurrency",
+                            "batch_size", "family", "training"})
 
 
 def _own(params: dict[str, Any]) -> dict[str, Any]:
@@ -123,14 +112,11 @@ def _folder_digest(folder: str, listing: tuple[tuple[str, int, int], ...]) -> st
 def folder_identity(folder: str | Path) -> str:
     """``folder:sha256:<hash>`` of every file below ``folder`` (a model as a local folder or a package)."""
     root = Path(folder)
-    listing = tuple(
-        sorted(
-            (path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns)
-            for path in root.rglob("*")
-            if path.is_file() and not path.name.startswith(".")
-            for stat in [path.stat()]
-        )
-    )
+    listing = tuple(sorted(
+        (path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns)
+        for path in root.rglob("*") if path.is_file() and not path.name.startswith(".")
+        for stat in [path.stat()]
+    ))
     return f"folder:sha256:{_folder_digest(str(root), listing)}"
 
 

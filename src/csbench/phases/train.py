@@ -67,7 +67,7 @@ def train_table(attacked: Verified, columns: list[str]):
         return TextTable.write(batches, columns, tempfile.gettempdir(), where=str(attacked.folder / name))
 
 
-def _train_bi(ctx: Context, key: TrainKey, spec, train_frame, valid_frame: pd.DataFrame) -> str:
+def _train_bi(ctx: Context, key: TrainKey, spec, train, valid_frame: pd.DataFrame) -> str:
     """Train a bi-encoder under the COBE regime (``training:``, overridden per model); how it ended."""
     from csbench.models.build import new_encoder
     from csbench.train import bi_encoder
@@ -80,10 +80,10 @@ def _train_bi(ctx: Context, key: TrainKey, spec, train_frame, valid_frame: pd.Da
     train_config = bi_encoder.TrainConfig.from_dict(
         {**regime, "seed": key.seed, "loss": key.loss, "loss_params": config.loss_params(key.loss)}
     )
-    log.info("training %s: %d train / %d valid pairs; %s", key.path, len(train_frame), len(valid_frame), train_config)
-    encoder = new_encoder(spec, config.model_params(key.model), train_frame, key.seed)
+    log.info("training %s: %d train / %d valid pairs; %s", key.path, len(train), len(valid_frame), train_config)
+    encoder = new_encoder(spec, config.model_params(key.model), train, key.seed)
     out = paths.checkpoint_dir(key.path)
-    result = bi_encoder.train(encoder, train_frame, valid_frame, train_config, out, progress=ctx.progress, resume=True)
+    result = bi_encoder.train(encoder, train, valid_frame, train_config, out, progress=ctx.progress, resume=True)
     shutil.rmtree(out / "state", ignore_errors=True)  # only needed to resume; train.json is written
     return f"{key.path}: best validation MRR {result.best_mrr:.4f} at step {result.best_step} ({result.stop_reason})"
 

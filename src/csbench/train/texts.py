@@ -62,15 +62,14 @@ class TextTable(Dataset):
                     values = [frame[name].tolist() for name in columns]
                     sizes = np.empty((len(frame), len(columns)), dtype=np.int64)
                     chunks = []
-                    for j, column in enumerate(values):
-                        for i, value in enumerate(column):
+                    for i in range(len(frame)):
+                        for j, column in enumerate(values):
+                            value = column[i]
                             if not isinstance(value, str):
                                 raise TextTableError(
                                     f"{where or 'rows'}: row {row + i} has no {columns[j]!r} text ({value!r})"
                                 )
-                    for i in range(len(frame)):
-                        for j, column in enumerate(values):
-                            data = column[i].encode("utf-8")
+                            data = value.encode("utf-8")
                             sizes[i, j] = len(data)
                             chunks.append(data)
                     handle.write(b"".join(chunks))
