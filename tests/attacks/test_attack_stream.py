@@ -66,8 +66,8 @@ def _streamed(spec: str, splits: dict[str, pd.DataFrame], rows: int, tmp_path: P
     """``attack_batches`` over ``splits`` cut into batches of ``rows`` rows: the attacked splits and report."""
     seen: list[int] = []
 
-    def batches(split: str) -> Iterator[pd.DataFrame]:
-        frame = splits[split]
+    def batches(split: str, columns: list[str] | None) -> Iterator[pd.DataFrame]:
+        frame = splits[split] if columns is None else splits[split][columns]
         if frame.empty:
             yield frame
         for start in range(0, len(frame), rows):

@@ -44,9 +44,11 @@ from csbench.attacks.spec import Component, check_languages, parse_spec
 # what bounds the phase's memory; the prepared splits of a large local corpus have row groups of this size
 ATTACK_BATCH_ROWS = 20_000
 
-# split -> its rows, a DataFrame of at most ``batch_rows`` rows at a time, in order (at least one frame,
-# empty for an empty split: it gives the attacked split its columns); called once per pass
-RowBatches = Callable[[str], Iterator[pd.DataFrame]]
+# (split, the columns wanted or None for all) -> its rows, a DataFrame of at most ``batch_rows`` rows at a
+# time, in order (at least one frame, empty for an empty split: it gives the attacked split its columns);
+# called once per pass (the key and survey passes read only SNIPPET_COLUMNS)
+RowBatches = Callable[[str, "list[str] | None"], Iterator[pd.DataFrame]]
+SNIPPET_COLUMNS = ["language", "code"]
 # (split, its next attacked rows): the writer of the attacked splits, called in dataset order
 Sink = Callable[[str, pd.DataFrame], None]
 
@@ -128,7 +130,7 @@ def attack_batches(
     found: set[str] = set()
     bar = tqdm(desc=f"{spec}: snippet keys", unit="fn", disable=not progress, mininterval=2)
     for split in splits:
-        for frame in batches(split):
+        for frame in batches(split, SNIPPET_COLUMNS):
             languages, codes = frame["language"].tolist(), frame["code"].tolist()
             found.update(languages)
             keys.append(snippet_keys(languages, codes))
@@ -141,7 +143,7 @@ def attack_batches(
     spill = _Spill(spill_dir)
     try:
         bar = tqdm(total=occurrences.rows, desc=spec, unit="fn", disable=not progress, mininterval=2)
-        for chunk, (split, start, frame, first, new) in enumerate(_chunks(splits, batches, occurrences)):
+        for chunk, (split, start, frame, first, new) in enumerate(_chunks(splits, batches, occurrences, None)):
             unique = _unique(frame, new)
             chunk_contexts = {step: per_chunk[chunk] for step, per_chunk in contexts.items()}
             codes, texts = attack_snippets(spec, components, unique, workers, False, report, chunk_contexts)
@@ -155,13 +157,13 @@ def attack_batches(
 
 
 def _chunks(
-    splits: Sequence[str], batches: RowBatches, occurrences: _Occurrences
+    splits: Sequence[str], batches: RowBatches, occurrences: _Occurrences, columns: list[str] | None
 ) -> Iterator[tuple[str, int, pd.DataFrame, np.ndarray, np.ndarray]]:
-    """Each batch of rows in dataset order: (split, its first row, the rows, where each's snippet first
-    occurs, whether each is that first occurrence)."""
+    """Each batch of rows in dataset order (its ``columns``, None: all): (split, its first row, the rows,
+    where each's snippet first occurs, whether each is that first occurrence)."""
     start = 0
     for split in splits:
-        for frame in batches(split):
+        for frame in batches(split, columns):
             first, new = occurrences.batch(start, start + len(frame))
             yield split, start, frame, first, new
             start += len(frame)
@@ -225,7 +227,7 @@ def _survey(
             continue
         statistics = []
         bar = tqdm(total=occurrences.rows, desc=f"{spec}: survey", unit="fn", disable=not progress, mininterval=2)
-        for chunk, (_, _, frame, _, new) in enumerate(_chunks(splits, batches, occurrences)):
+        for chunk, (_, _, frame, _, new) in enumerate(_chunks(splits, batches, occurrences, SNIPPET_COLUMNS)):
             earlier = {s: per_chunk[chunk] for s, per_chunk in contexts.items()}
             statistics.append(survey_snippets(spec, components, _unique(frame, new), workers, step, earlier))
             bar.update(len(frame))

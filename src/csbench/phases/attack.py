@@ -84,8 +84,8 @@ def _in_batches(attack: str, handles: dict[str, BinaryIO], target: Path, params:
     from csbench.attacks.engine import RENAMING_COLUMN
     from csbench.attacks.stream import attack_batches
 
-    def batches(split: str) -> Iterator[pd.DataFrame]:
-        return parquet_frames(handles[split], rows)  # an empty split still gives the attacked one its columns
+    def batches(split: str, columns: list[str] | None) -> Iterator[pd.DataFrame]:
+        return parquet_frames(handles[split], rows, columns)  # an empty split still gives its columns
 
     def types(split: str):
         handles[split].seek(0)
