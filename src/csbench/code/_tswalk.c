@@ -49,6 +49,7 @@ static bool (*goto_first_child)(TSTreeCursor *);
 static bool (*goto_next_sibling)(TSTreeCursor *);
 static bool (*goto_parent)(TSTreeCursor *);
 static TSSymbol (*node_symbol)(TSNode);
+static bool (*node_is_named)(TSNode);
 static PyTypeObject *node_type = NULL;
 
 #define TABLE_SIZE 65536
@@ -83,7 +84,8 @@ static PyObject *bind(PyObject *self, PyObject *args) {
         resolve(library, (void **)&goto_first_child, "ts_tree_cursor_goto_first_child") ||
         resolve(library, (void **)&goto_next_sibling, "ts_tree_cursor_goto_next_sibling") ||
         resolve(library, (void **)&goto_parent, "ts_tree_cursor_goto_parent") ||
-        resolve(library, (void **)&node_symbol, "ts_node_symbol")) {
+        resolve(library, (void **)&node_symbol, "ts_node_symbol") ||
+        resolve(library, (void **)&node_is_named, "ts_node_is_named")) {
         dlclose(library);
         return NULL;
     }
@@ -92,6 +94,17 @@ static PyObject *bind(PyObject *self, PyObject *args) {
     node_type = (PyTypeObject *)type;
     Py_INCREF(node_type);
     Py_RETURN_NONE;
+}
+
+/* A node object for ``node`` of the tree of ``top``, as the binding's node_new_internal makes one. */
+static PyObject *new_node(Node *top, TSNode node) {
+    Node *made = (Node *)node_type->tp_alloc(node_type, 0);
+    if (made == NULL) return NULL;
+    made->node = node;
+    made->children = NULL;
+    Py_INCREF(top->tree);
+    made->tree = top->tree;
+    return (PyObject *)made;
 }
 
 static PyObject *walk(PyObject *self, PyObject *args) {
@@ -134,14 +147,10 @@ static PyObject *walk(PyObject *self, PyObject *args) {
                 PyErr_Format(PyExc_ValueError, "the table names list %d of %zd", (int)list, slots);
                 goto fail;
             }
-            Node *made = (Node *)node_type->tp_alloc(node_type, 0);  /* as the binding's node_new_internal */
+            PyObject *made = new_node(top, node);
             if (made == NULL) goto fail;
-            made->node = node;
-            made->children = NULL;
-            Py_INCREF(top->tree);
-            made->tree = top->tree;
-            int failed = (list && PyList_Append(PyTuple_GET_ITEM(out, list), (PyObject *)made) < 0) ||
-                         ((entry & 0x80) && PyList_Append(PyTuple_GET_ITEM(out, 0), (PyObject *)made) < 0);
+            int failed = (list && PyList_Append(PyTuple_GET_ITEM(out, list), made) < 0) ||
+                         ((entry & 0x80) && PyList_Append(PyTuple_GET_ITEM(out, 0), made) < 0);
             Py_DECREF(made);
             if (failed) goto fail;
         }
@@ -158,9 +167,73 @@ done:
     return out;
 }
 
+/* named_walk(node, table) -> list of nodes: the walk of _PythonAnalyzer.visit_children
+   (csbench/code/languages/_python_scopes.py) over the named children of ``node``, recursively, that
+   Python makes with ``node.named_children``: a child whose kind's ``table`` entry is 0 is descended into
+   (its named children walked in its place), 1 is returned (the caller acts on it), 2 is skipped with
+   all below it; an anonymous child is skipped with all below it (``named_children`` lists neither).
+   Returned in the order the recursion meets them. Only the returned nodes become Python objects:
+   ``named_children`` makes one for every child, punctuation and keywords included. */
+static PyObject *named_walk(PyObject *self, PyObject *args) {
+    PyObject *root;
+    Py_buffer table;
+    if (!PyArg_ParseTuple(args, "Oy*", &root, &table)) return NULL;
+    PyObject *out = NULL;
+    TSTreeCursor cursor;
+    bool walking = false;
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+        goto done;
+    }
+    if (Py_TYPE(root) != node_type) {
+        PyErr_Format(PyExc_TypeError, "expected a tree_sitter.Node, not %.100s", Py_TYPE(root)->tp_name);
+        goto done;
+    }
+    if (table.len != TABLE_SIZE) {
+        PyErr_Format(PyExc_ValueError, "a table of %d bytes expected", TABLE_SIZE);
+        goto done;
+    }
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    const uint8_t *kinds = (const uint8_t *)table.buf;
+    Node *top = (Node *)root;
+    cursor = cursor_new(top->node);
+    walking = true;
+    if (!goto_first_child(&cursor)) goto done;
+    Py_ssize_t depth = 1;  /* below ``root``: the walk stops when it climbs back to it */
+    for (;;) {
+        TSNode node = cursor_node(&cursor);
+        if (node_is_named(node)) {
+            uint8_t entry = kinds[node_symbol(node)];
+            if (entry == 0) {
+                if (goto_first_child(&cursor)) {
+                    depth++;
+                    continue;
+                }
+            } else if (entry == 1) {
+                PyObject *made = new_node(top, node);
+                if (made == NULL) goto fail;
+                int failed = PyList_Append(out, made) < 0;
+                Py_DECREF(made);
+                if (failed) goto fail;
+            }
+        }
+        while (!goto_next_sibling(&cursor)) {
+            if (--depth == 0 || !goto_parent(&cursor)) goto done;
+        }
+    }
+fail:
+    Py_CLEAR(out);
+done:
+    if (walking) cursor_delete(&cursor);
+    PyBuffer_Release(&table);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS, "bind(path, Node): the tree_sitter binding at path (loaded) and its node type"},
     {"walk", walk, METH_VARARGS, "walk(root, table, slots) -> tuple of lists of nodes (see the source's header)"},
+    {"named_walk", named_walk, METH_VARARGS, "named_walk(node, table) -> list of nodes (see the function's comment)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
+from csbench.code import treequery
 from csbench.code.comments import Snippet
 from csbench.code.identifiers import Identifiers, assemble, is_name, tree_sitter_language
 
@@ -268,6 +269,17 @@ class _PythonAnalyzer:
         # unnamed children are keywords and punctuation: no names below them (the hot loop of the
         # analysis: `visit` inlined, dispatch on the node's kind id, leaves without names skipped)
         actions = _py_actions()
+        if _NAMED_WALK is not None:  # the same recursion in C: only the nodes acted on become objects
+            occ = self.occ
+            for child in _NAMED_WALK(node, _py_walk_table()):
+                action = actions[child.kind_id]
+                if action is _IDENTIFIER:
+                    occ.append((child, scope, None))
+                elif action is _COMMENT:
+                    self.comments.append(child)
+                else:
+                    action(self, child, scope)
+            return
         for child in node.named_children:
             action = actions.get(child.kind_id, _GENERIC)
             if action is _IDENTIFIER:
@@ -734,6 +746,24 @@ def _py_actions() -> dict[int, object]:
         elif name in _PY_NO_NAMES:
             actions[kind_id] = _NO_NAMES
     return actions
+
+
+@functools.cache
+def _py_walk_table() -> bytes:
+    """``_py_actions`` as the kind table of ``csbench.code._tswalk.named_walk``: per kind id (65,536, ERROR's
+    65535 included), 0 to descend into the node (``_GENERIC``: also the ids not listed), 1 to return it
+    (a reference, a comment, a handler's node), 2 to skip it (``_NO_NAMES``)."""
+    table = bytearray(65536)
+    for kind_id, action in _py_actions().items():
+        if action is _NO_NAMES:
+            table[kind_id] = 2
+        elif action is not _GENERIC:
+            table[kind_id] = 1
+    return bytes(table)
+
+
+# ``visit_children``'s recursion in C (``csbench.code._tswalk``, where built: ``treequery.C_WALK``)
+_NAMED_WALK = getattr(treequery._C, "named_walk", None)
 
 
 def _identifiers(node: Node) -> list[Node]:
