@@ -53,3 +53,20 @@ def test_the_query_benchmark_compares_walk_and_query_on_the_same_trees() -> None
     parse, queried, walked, ratio = float(row[1]), float(row[2]), float(row[4]), float(row[6])
     assert parse > 0 and queried > 0 and walked > 0
     assert ratio == pytest.approx(walked / queried, abs=0.01)
+
+
+def test_the_python_walk_benchmark_times_both_walks_on_the_same_functions() -> None:
+    from csbench.code.languages import _python_scopes
+
+    if _python_scopes._NAMED_WALK is None:
+        pytest.skip("csbench.code._tswalk is not built (make setup builds it)")
+    script = SCRIPT.with_name("bench_python_walk.py")
+    options = ["--local", "--functions", "30", "--repeat", "1"]
+    done = subprocess.run([sys.executable, str(script), *options], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.match(r"30 functions \(", done.stdout), done.stdout
+    rows = re.findall(r"^  (parse|walk in C|walk in Python) +([\d.]+) ms", done.stdout, re.M)
+    times = {name: float(ms) for name, ms in rows}
+    assert set(times) == {"parse", "walk in C", "walk in Python"} and all(ms > 0 for ms in times.values())
+    ratio = re.search(r"^walk in Python / walk in C: ([\d.]+)x$", done.stdout, re.M)
+    assert ratio and float(ratio[1]) == pytest.approx(times["walk in Python"] / times["walk in C"], rel=0.05)

@@ -1,4 +1,5 @@
-/* The walk of a tree-sitter tree in C for csbench.code.treequery (issue #28: attack speed).
+/* Walks of a tree-sitter tree in C for csbench.code.treequery and for Python's identifier analysis
+   (issue #28: attack speed).
 
    walk(root, table, slots) visits every node below the tree_sitter.Node ``root`` (root included), in
    the order of a TreeCursor walk (pre-order), with tree-sitter's own cursor, and creates a Python node
@@ -8,6 +9,9 @@
    nodes the caller matches itself). Returns a tuple of ``slots`` lists. A TreeCursor walk in Python
    creates a node object for every node, anonymous ones included, and tree-sitter's query cursor costs
    0.4-0.5x of the parse for any pattern (docs/performance.md): here only what is captured costs.
+
+   named_walk(node, table, field) does for csbench/code/languages/_python_scopes.py what its
+   visit_children does in Python (see the function's comment): only the nodes it acts on become objects.
 
    tree-sitter's C functions are those of the tree_sitter binding itself (exported by its extension
    module, which links tree-sitter in): ``bind(path)`` looks them up in that loaded module, so the walk
@@ -50,6 +54,9 @@ static bool (*goto_next_sibling)(TSTreeCursor *);
 static bool (*goto_parent)(TSTreeCursor *);
 static TSSymbol (*node_symbol)(TSNode);
 static bool (*node_is_named)(TSNode);
+static uint16_t (*cursor_field_id)(const TSTreeCursor *);
+static TSNode (*child_by_field_id)(TSNode, uint16_t);
+static bool (*node_is_null)(TSNode);
 static PyTypeObject *node_type = NULL;
 
 #define TABLE_SIZE 65536
@@ -85,7 +92,10 @@ static PyObject *bind(PyObject *self, PyObject *args) {
         resolve(library, (void **)&goto_next_sibling, "ts_tree_cursor_goto_next_sibling") ||
         resolve(library, (void **)&goto_parent, "ts_tree_cursor_goto_parent") ||
         resolve(library, (void **)&node_symbol, "ts_node_symbol") ||
-        resolve(library, (void **)&node_is_named, "ts_node_is_named")) {
+        resolve(library, (void **)&node_is_named, "ts_node_is_named") ||
+        resolve(library, (void **)&cursor_field_id, "ts_tree_cursor_current_field_id") ||
+        resolve(library, (void **)&child_by_field_id, "ts_node_child_by_field_id") ||
+        resolve(library, (void **)&node_is_null, "ts_node_is_null")) {
         dlclose(library);
         return NULL;
     }
@@ -167,20 +177,37 @@ done:
     return out;
 }
 
-/* named_walk(node, table) -> list of nodes: the walk of _PythonAnalyzer.visit_children
-   (csbench/code/languages/_python_scopes.py) over the named children of ``node``, recursively, that
-   Python makes with ``node.named_children``: a child whose kind's ``table`` entry is 0 is descended into
-   (its named children walked in its place), 1 is returned (the caller acts on it), 2 is skipped with
-   all below it; an anonymous child is skipped with all below it (``named_children`` lists neither).
-   Returned in the order the recursion meets them. Only the returned nodes become Python objects:
-   ``named_children`` makes one for every child, punctuation and keywords included. */
+/* named_walk(node, table, field) -> list of nodes: the walk of _PythonAnalyzer.visit_children
+   (csbench/code/languages/_python_scopes.py) below ``node``, that Python makes with ``node.named_children``
+   and its handlers, in the order Python meets the nodes; only the returned nodes become Python objects
+   (``named_children`` makes one for every child, punctuation and keywords included). Each named child
+   is treated by the low 3 bits of its kind's ``table`` entry:
+     0  descended into: its named children treated in its place (``_GENERIC``);
+     1  returned: the caller acts on it (a reference, a comment, a handler's node);
+     2  skipped with all below it (``_NO_NAMES``);
+     3  only its named children whose kind's entry has bit 8 descended into, the others skipped with all
+        below them (``_string``: only an f-string's interpolations hold names);
+     4  only its first child in field ``field`` treated, as a child of its own (0 to 4), the others
+        skipped (``_attribute`` of a snippet with no method: ``x`` of ``x.attr``); returned when it has
+        no such child (the handler, in Python, does what it does then).
+   An anonymous child is skipped with all below it (``named_children`` lists none), except as the field
+   child of 4 (``child_by_field_name`` gives it whatever it is). */
+
+enum { DESCEND = 0, RETURN = 1, SKIP = 2, ENTER_MARKED = 3, FIELD_ONLY = 4, ACTION = 7, MARKED = 8 };
+/* what the walk does with the children met at one depth: those of a plain node, of a 3, of a 4 whose
+   field child is yet to come or was met */
+enum { LEVEL_PLAIN, LEVEL_MARKED, LEVEL_FIELD, LEVEL_FIELD_DONE };
+
 static PyObject *named_walk(PyObject *self, PyObject *args) {
     PyObject *root;
     Py_buffer table;
-    if (!PyArg_ParseTuple(args, "Oy*", &root, &table)) return NULL;
+    int field;
+    if (!PyArg_ParseTuple(args, "Oy*i", &root, &table, &field)) return NULL;
     PyObject *out = NULL;
     TSTreeCursor cursor;
     bool walking = false;
+    uint8_t *levels = NULL;  /* per depth below ``root``: LEVEL_* */
+    Py_ssize_t capacity = 64;
     if (node_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
         goto done;
@@ -189,33 +216,55 @@ static PyObject *named_walk(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_TypeError, "expected a tree_sitter.Node, not %.100s", Py_TYPE(root)->tp_name);
         goto done;
     }
-    if (table.len != TABLE_SIZE) {
-        PyErr_Format(PyExc_ValueError, "a table of %d bytes expected", TABLE_SIZE);
+    if (table.len != TABLE_SIZE || field < 0 || field > 65535) {
+        PyErr_Format(PyExc_ValueError, "a table of %d bytes and a field id expected", TABLE_SIZE);
         goto done;
     }
+    levels = PyMem_Malloc(capacity);
     out = PyList_New(0);
-    if (out == NULL) goto done;
+    if (levels == NULL || out == NULL) {
+        if (levels == NULL) PyErr_NoMemory();
+        goto fail;
+    }
     const uint8_t *kinds = (const uint8_t *)table.buf;
     Node *top = (Node *)root;
     cursor = cursor_new(top->node);
     walking = true;
     if (!goto_first_child(&cursor)) goto done;
     Py_ssize_t depth = 1;  /* below ``root``: the walk stops when it climbs back to it */
+    levels[depth] = LEVEL_PLAIN;
     for (;;) {
         TSNode node = cursor_node(&cursor);
-        if (node_is_named(node)) {
-            uint8_t entry = kinds[node_symbol(node)];
-            if (entry == 0) {
-                if (goto_first_child(&cursor)) {
-                    depth++;
-                    continue;
+        uint8_t level = levels[depth], entry = kinds[node_symbol(node)], action = SKIP;
+        if (level == LEVEL_PLAIN) {
+            if (node_is_named(node)) action = entry & ACTION;
+        } else if (level == LEVEL_MARKED) {
+            if (node_is_named(node) && (entry & MARKED)) action = DESCEND;
+        } else if (level == LEVEL_FIELD && cursor_field_id(&cursor) == field) {
+            levels[depth] = LEVEL_FIELD_DONE;
+            action = entry & ACTION;
+        }
+        if (action == FIELD_ONLY && (field == 0 || node_is_null(child_by_field_id(node, (uint16_t)field))))
+            action = RETURN;
+        if (action == RETURN) {
+            PyObject *made = new_node(top, node);
+            if (made == NULL) goto fail;
+            int failed = PyList_Append(out, made) < 0;
+            Py_DECREF(made);
+            if (failed) goto fail;
+        } else if (action == DESCEND || action == ENTER_MARKED || action == FIELD_ONLY) {
+            if (goto_first_child(&cursor)) {
+                if (++depth == capacity) {
+                    uint8_t *more = PyMem_Realloc(levels, capacity * 2);
+                    if (more == NULL) {
+                        PyErr_NoMemory();
+                        goto fail;
+                    }
+                    levels = more;
+                    capacity *= 2;
                 }
-            } else if (entry == 1) {
-                PyObject *made = new_node(top, node);
-                if (made == NULL) goto fail;
-                int failed = PyList_Append(out, made) < 0;
-                Py_DECREF(made);
-                if (failed) goto fail;
+                levels[depth] = action == DESCEND ? LEVEL_PLAIN : action == ENTER_MARKED ? LEVEL_MARKED : LEVEL_FIELD;
+                continue;
             }
         }
         while (!goto_next_sibling(&cursor)) {
@@ -226,6 +275,7 @@ fail:
     Py_CLEAR(out);
 done:
     if (walking) cursor_delete(&cursor);
+    PyMem_Free(levels);
     PyBuffer_Release(&table);
     return out;
 }
@@ -233,7 +283,7 @@ done:
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS, "bind(path, Node): the tree_sitter binding at path (loaded) and its node type"},
     {"walk", walk, METH_VARARGS, "walk(root, table, slots) -> tuple of lists of nodes (see the source's header)"},
-    {"named_walk", named_walk, METH_VARARGS, "named_walk(node, table) -> list of nodes (see the function's comment)"},
+    {"named_walk", named_walk, METH_VARARGS, "named_walk(node, table, field) -> list of nodes (see the function's comment)"},
     {NULL, NULL, 0, NULL},
 };
 

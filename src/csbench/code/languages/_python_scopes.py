@@ -271,7 +271,10 @@ class _PythonAnalyzer:
         actions = _py_actions()
         if _NAMED_WALK is not None:  # the same recursion in C: only the nodes acted on become objects
             occ = self.occ
-            for child in _NAMED_WALK(node, _py_walk_table()):
+            # ``_attribute`` walked in C only where the snippet has no method: ``self.methods`` is set by a
+            # module-level definition, so a walk in the module scope hands its attributes to Python
+            table, field = _py_walk_table(bool(self.methods) or scope.kind == "module")
+            for child in _NAMED_WALK(node, table, field):
                 action = actions[child.kind_id]
                 if action is _IDENTIFIER:
                     occ.append((child, scope, None))
@@ -749,17 +752,28 @@ def _py_actions() -> dict[int, object]:
 
 
 @functools.cache
-def _py_walk_table() -> bytes:
-    """``_py_actions`` as the kind table of ``csbench.code._tswalk.named_walk``: per kind id (65,536, ERROR's
-    65535 included), 0 to descend into the node (``_GENERIC``: also the ids not listed), 1 to return it
-    (a reference, a comment, a handler's node), 2 to skip it (``_NO_NAMES``)."""
+def _py_walk_table(methods: bool) -> tuple[bytes, int]:
+    """``_py_actions`` as the kind table of ``csbench.code._tswalk.named_walk`` and the field it needs (the
+    ``object`` of an ``attribute``). Per kind id (65,536, ERROR's 65535 included): 0 to descend into the
+    node (``_GENERIC``, also the ids not listed), 1 to return it (a reference, a comment, a handler's
+    node), 2 to skip it (``_NO_NAMES``), 3 for ``_string`` (descend only into the children marked 8:
+    ``interpolation``), 4 for ``_attribute`` (treat only its ``object``), unless the snippet may have a
+    method (``methods``): ``_attribute`` then collects more, and its nodes are returned."""
+    language = tree_sitter_language("python")
     table = bytearray(65536)
     for kind_id, action in _py_actions().items():
         if action is _NO_NAMES:
             table[kind_id] = 2
+        elif action is _PythonAnalyzer._string:
+            table[kind_id] = 3
+        elif action is _PythonAnalyzer._attribute and not methods:
+            table[kind_id] = 4
         elif action is not _GENERIC:
             table[kind_id] = 1
-    return bytes(table)
+    for kind_id in range(language.node_kind_count):
+        if language.node_kind_for_id(kind_id) == "interpolation" and language.node_kind_is_named(kind_id):
+            table[kind_id] |= 8
+    return bytes(table), language.field_id_for_name("object")
 
 
 # ``visit_children``'s recursion in C (``csbench.code._tswalk``, where built: ``treequery.C_WALK``)
