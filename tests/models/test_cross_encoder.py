@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import tracemalloc
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,8 +31,9 @@ from csbench.models.cross import (
     rank_candidates_cross,
 )
 from csbench.models.hf import ModelNotAvailableError
-from csbench.train.cross_encoder import CrossTrainConfig, train_cross
+from csbench.train.cross_encoder import CrossEncoderTask, CrossTrainConfig, _matching_rows, train_cross
 from csbench.train.engine import micro_batches
+from csbench.train.texts import TextTable
 
 WORDS = ["apple", "banana", "cherry", "grape", "lemon", "mango", "olive", "peach"]
 WORDS += ["pear", "plum", "berry", "melon", "kiwi", "lime", "fig", "date"]
@@ -132,6 +135,58 @@ def test_matching_negatives_are_uniform():
     expected = seeds / (n - 1)
     off_diagonal = counts[~np.eye(n, dtype=bool)]
     assert np.all(np.abs(off_diagonal - expected) < 5 * np.sqrt(expected)), counts
+
+
+def _table(records: list[tuple[str, str]], folder: Path) -> TextTable:
+    frame = pd.DataFrame({"language": "python", "query": [q for q, _ in records], "code": [c for _, c in records]})
+    return TextTable.write([frame[:7], frame[7:]], ["language", "query", "code"], folder)
+
+
+@pytest.mark.parametrize("negatives", [1, 3])
+def test_the_training_pairs_read_from_a_file_are_matching_pairs(negatives, tmp_path):
+    """The training's matching pairs, read from the split's file (``TextTable``, issue #28: a split too large
+    to hold) or from pairs in memory, are ``matching_pairs``'s, item for item, duplicated codes included
+    (the negatives drawn from ids of the codes' digests, not from the texts)."""
+    records = [(f"q{i}", f"code {i % 40}") for i in range(90)]  # codes repeat: never a negative of their own
+    expected = list(zip(*matching_pairs(*columns(records), seed=42, negatives_per_positive=negatives), strict=True))
+    with _table(records, tmp_path) as table:
+        for pairs in (table, records, pd.DataFrame(records, columns=["query", "code"])):
+            dataset = _matching_rows(pairs, 42, negatives)
+            assert [dataset[m] for m in range(len(dataset))] == expected
+            assert (dataset.rows is table) == (pairs is table)  # the table read in place, not copied
+
+
+def test_the_training_holds_the_negatives_not_the_split(tokenizer, tmp_path):
+    """Over a split file, the training's data is the negatives' indices (and, while they are drawn, a digest
+    per code): its memory is a fraction of the split's texts (the texts were all held before)."""
+    records = [(f"query {i}", f"def f{i}(x):\n    return x + {i % 9000}  # " + "pad " * 240) for i in range(30_000)]
+    text_bytes = sum(len(q) + len(c) for q, c in records)
+    with _table(records, tmp_path) as table:
+        model = tiny_model("roberta", tokenizer)
+        tracemalloc.start()
+        try:
+            task = CrossEncoderTask(model, table, synthetic(8, 4), learnable_config())
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(task.dataset) == 60_000 and task.dataset[1][2] == 0 and task.dataset[1][1] != records[0][1]
+    assert peak < text_bytes / 4, (peak, text_bytes)
+
+
+def test_training_from_the_split_file_is_training_from_memory(tokenizer, tmp_path):
+    """The same weights: trained on the pairs in memory and on the same pairs read from a TextTable."""
+    train, valid = synthetic(96, 3), synthetic(24, 4)
+    config = learnable_config(epochs=1, max_steps=4)
+    scores = []
+    with _table(train, tmp_path) as table:
+        for name, pairs in (("memory", train), ("file", table)):
+            model = tiny_model("roberta", tokenizer, dropout=0.1)
+            result = train_cross(model, pairs, valid, config, tmp_path / name, progress=False)
+            assert result.n_train_pairs == 192
+            scores.append(model.score_pairs(*columns(valid)))
+    np.testing.assert_array_equal(scores[0], scores[1])
+    sums = [(tmp_path / name / "best" / "SHA256SUMS").read_bytes() for name in ("memory", "file")]
+    assert sums[0] == sums[1]  # byte for byte the same checkpoint
 
 
 # --------------------------------------------------------------------------------------- the model
@@ -404,3 +459,19 @@ def test_cross_encoder_through_the_cli_train_index_evaluate(tokenizer, tmp_path,
     matching = pd.read_csv(out / "matching.tsv", sep="\t")
     assert len(matching) == 2 * len(test) and matching["label"].sum() == len(test)
     assert ((matching["score"] > 0).astype(int) == matching["decision"]).all()  # the head decides
+
+
+def test_the_matching_benchmark_compares_both_ways_on_one_split(tmp_path):
+    """benchmarks/bench_cross_matching.py: each way's pairs and peak memory, and every pair compared."""
+    import subprocess
+    import sys
+
+    records = synthetic(300, 7)
+    split = tmp_path / "train.parquet"
+    pd.DataFrame({"query": [q for q, _ in records], "code": [c for _, c in records], "language": "x"}).to_parquet(split)
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_cross_matching.py"
+    done = subprocess.run([sys.executable, str(script), "--split", str(split)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    for way in ("memory", "file"):
+        assert re.search(rf"^  {way} +600 pairs +[\d.]+ CPU s  peak RSS +\d+ MiB$", done.stdout, re.M), done.stdout
+    assert "600 pairs compared: 0 differ" in done.stdout

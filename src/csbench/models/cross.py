@@ -131,21 +131,27 @@ def matching_pairs(
     """
     if len(queries) != len(codes):
         raise ValueError(f"{len(queries)} queries but {len(codes)} codes")
-    if negatives_per_positive < 0:
-        raise ValueError(f"negatives_per_positive must be >= 0, got {negatives_per_positive}")
-    code_ids = _code_ids(codes)
-    distinct = int(code_ids.max()) + 1 if len(codes) else 0
-    if len(codes) and distinct - 1 < negatives_per_positive:
-        raise ValueError(
-            f"{distinct} distinct codes cannot give {negatives_per_positive} negative(s) with another code per query"
-        )
-    negatives = _draw_negatives(code_ids, negatives_per_positive, np.random.default_rng(seed))
+    negatives = matching_negatives(_code_ids(codes), seed, negatives_per_positive)
     out_queries, out_codes, labels = [], [], []
     for i, (query, code) in enumerate(zip(queries, codes, strict=True)):
         out_queries += [query] * (1 + negatives_per_positive)
         out_codes += [code, *(codes[j] for j in negatives[i])]
         labels += [1] + [0] * negatives_per_positive
     return out_queries, out_codes, np.asarray(labels, dtype=np.int64)
+
+
+def matching_negatives(code_ids: np.ndarray, seed: int, negatives_per_positive: int = 1) -> np.ndarray:
+    """The negatives ``matching_pairs`` draws, as an ``(n, negatives_per_positive)`` array of record
+    indices, from one id per record (equal ids for equal code texts, whatever the ids: only their
+    equality is used), so a split too large to hold draws them from its codes' ids alone."""
+    if negatives_per_positive < 0:
+        raise ValueError(f"negatives_per_positive must be >= 0, got {negatives_per_positive}")
+    distinct = len(np.unique(code_ids))
+    if len(code_ids) and distinct - 1 < negatives_per_positive:
+        raise ValueError(
+            f"{distinct} distinct codes cannot give {negatives_per_positive} negative(s) with another code per query"
+        )
+    return _draw_negatives(code_ids, negatives_per_positive, np.random.default_rng(seed))
 
 
 def _code_ids(codes: Sequence[str]) -> np.ndarray:

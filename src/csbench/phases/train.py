@@ -41,11 +41,9 @@ def train(ctx: Context, key: TrainKey) -> Path:
     attacked = attacked_input(ctx, key.dataset, key.attack)
     columns = ["query", "code", "language"]
     valid_frame = attacked.frame("valid.parquet", columns=columns)
-    if spec.family == "cross":
-        outcome = _train_cross(ctx, key, spec, attacked.frame("train.parquet", columns=columns), valid_frame)
-    else:
-        with train_table(attacked, columns) as table:
-            outcome = _train_bi(ctx, key, spec, table, valid_frame)
+    with train_table(attacked, columns) as table:
+        train_model = _train_cross if spec.family == "cross" else _train_bi
+        outcome = train_model(ctx, key, spec, table, valid_frame)
     _stamp_training(ctx, key, attacked)
     log.info("%s", outcome)
     return paths.checkpoint_dir(key.path)
@@ -88,7 +86,7 @@ def _train_bi(ctx: Context, key: TrainKey, spec, train, valid_frame: pd.DataFram
     return f"{key.path}: best validation MRR {result.best_mrr:.4f} at step {result.best_step} ({result.stop_reason})"
 
 
-def _train_cross(ctx: Context, key: TrainKey, spec, train_frame: pd.DataFrame, valid_frame: pd.DataFrame) -> str:
+def _train_cross(ctx: Context, key: TrainKey, spec, train, valid_frame: pd.DataFrame) -> str:
     """Fine-tune a cross-encoder as GeCS did (one drawn negative per positive, CE over its two
     logits); its regime is GeCS's for the model, overridden by ``models.<name>.training`` only
     (the COBE regime under ``training:`` is for bi-encoders). How it ended."""
@@ -103,10 +101,10 @@ def _train_cross(ctx: Context, key: TrainKey, spec, train_frame: pd.DataFrame, v
         valid_frame = valid_frame.iloc[:max_valid]
     regime = {**CROSS_MODELS[key.model.removesuffix("-cross")].get("training", {}), **own, "seed": key.seed}
     train_config = cross_encoder.CrossTrainConfig.from_dict(regime)
-    log.info("training %s: %d train / %d valid pairs; %s", key.path, len(train_frame), len(valid_frame), train_config)
-    model = new_encoder(spec, config.model_params(key.model), train_frame, key.seed)
+    log.info("training %s: %d train / %d valid pairs; %s", key.path, len(train), len(valid_frame), train_config)
+    model = new_encoder(spec, config.model_params(key.model), train, key.seed)
     out = paths.checkpoint_dir(key.path)
-    result = cross_encoder.train_cross(model, train_frame, valid_frame, train_config, out, ctx.progress)
+    result = cross_encoder.train_cross(model, train, valid_frame, train_config, out, ctx.progress)
     if result.best_accuracy is None:  # no validation split: the last model, as GeCS's script
         return f"{key.path}: trained without validation, the last model kept ({result.stop_reason})"
     return f"{key.path}: best validation accuracy {result.best_accuracy:.4f} ({result.stop_reason})"

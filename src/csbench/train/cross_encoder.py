@@ -51,11 +51,18 @@ from accelerate import Accelerator
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
-from csbench.models.cross import CROSS_MODELS, CrossEncoder, matching_accuracy, matching_pairs
+from csbench.models.cross import (
+    CROSS_MODELS,
+    CrossEncoder,
+    matching_accuracy,
+    matching_negatives,
+    matching_pairs,
+)
 from csbench.train import engine
 from csbench.train.task import KEEP, ConfigDict, Outcome, check_loop_config
+from csbench.train.texts import TextTable, text_ids
 
-PositivePairs = pd.DataFrame | Sequence[tuple[str, ...]]
+PositivePairs = pd.DataFrame | Sequence[tuple[str, ...]] | TextTable
 
 
 @dataclass(frozen=True)
@@ -137,16 +144,38 @@ def positive_pairs(pairs: PositivePairs) -> tuple[list[str], list[str]]:
 
 
 class _Matching(Dataset):
-    """The matching pairs: (query, code, label 1 / 0)."""
+    """The matching pairs (query, code, label 1 / 0) in ``matching_pairs``'s order, read from the positive
+    ``rows`` as they are asked for: item ``m`` is row ``i = m // (1 + k)``'s positive pair when ``m % (1 + k)``
+    is 0, else its query with the code of its ``m % (1 + k)``-th negative (``negatives[i]``, record indices).
+    ``rows[i]``: the row's values, its query at ``at[0]`` and its code at ``at[1]`` (a list of pairs or a
+    :class:`~csbench.train.texts.TextTable`, which reads them from its file: nothing is held but the
+    negatives' indices)."""
 
-    def __init__(self, queries: list[str], codes: list[str], labels: np.ndarray) -> None:
-        self.queries, self.codes, self.labels = queries, codes, labels
+    def __init__(self, rows: Sequence[tuple[str, ...]], negatives: np.ndarray, at: tuple[int, int] = (0, 1)) -> None:
+        self.rows, self.negatives, self.at = rows, negatives, at
+        self.width = 1 + negatives.shape[1]
 
     def __len__(self) -> int:
-        return len(self.queries)
+        return len(self.rows) * self.width
 
-    def __getitem__(self, i: int) -> tuple[str, str, np.int64]:
-        return self.queries[i], self.codes[i], self.labels[i]
+    def __getitem__(self, m: int) -> tuple[str, str, np.int64]:
+        i, slot = divmod(int(m), self.width)
+        row = self.rows[i]
+        query, code = row[self.at[0]], row[self.at[1]]
+        if slot:
+            code = self.rows[int(self.negatives[i, slot - 1])][self.at[1]]
+        return query, code, np.int64(slot == 0)
+
+
+def _matching_rows(pairs: PositivePairs, seed: int, negatives_per_positive: int) -> _Matching:
+    """``matching_pairs`` of the positive ``pairs`` (a DataFrame, (query, code, ...) tuples, or a
+    ``TextTable`` with ``query`` and ``code`` columns), as a dataset that reads them where they are."""
+    if isinstance(pairs, TextTable):
+        rows, at, codes = pairs, (pairs.columns.index("query"), pairs.columns.index("code")), pairs.column("code")
+    else:
+        queries, codes = positive_pairs(pairs)
+        rows, at = list(zip(queries, codes, strict=True)), (0, 1)
+    return _Matching(rows, matching_negatives(text_ids(codes), seed, negatives_per_positive), at)
 
 
 class _Collate:
@@ -170,9 +199,7 @@ class CrossEncoderTask:
         self, model: CrossEncoder, train_pairs: PositivePairs, valid_pairs: PositivePairs, config: CrossTrainConfig
     ) -> None:
         # GeCS's matching pairs, drawn once; validation always balanced 1:1
-        queries, codes, labels = matching_pairs(
-            *positive_pairs(train_pairs), config.data_seed, config.negatives_per_positive
-        )
+        dataset = _matching_rows(train_pairs, config.data_seed, config.negatives_per_positive)
         self.valid = matching_pairs(*positive_pairs(valid_pairs), config.data_seed, 1)
         self.validates, self.keep = bool(self.valid[0]), config.keep
         if not self.validates and config.keep == "best":
@@ -181,7 +208,7 @@ class CrossEncoderTask:
                 "keep: last (as GeCS's finetuning.py: a fixed number of epochs, the last model saved)"
             )
         self.model, self.config = model, config
-        self.dataset, self.collate = _Matching(queries, codes, labels), _Collate(model)
+        self.dataset, self.collate = dataset, _Collate(model)
         self.device: torch.device | None = None
 
     def describe(self) -> str:

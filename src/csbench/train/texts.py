@@ -1,7 +1,8 @@
 """Training pairs kept in a file and read back by position: a training's memory does not grow with its split.
 
-A bi-encoder training held its split's (query, code, language) as Python strings: 854,061 pairs of the
-growth benchmark's 1 M corpus took 3.5 GiB (docs/performance.md). :class:`TextTable` writes the rows of
+A training held its split's (query, code, language) as Python strings: 854,061 pairs of the growth
+benchmark's 1 M corpus took 3.5 GiB for a bi-encoder (docs/performance.md); a cross-encoder's matching
+pairs read it from the table too (``csbench.train.cross_encoder``). :class:`TextTable` writes the rows of
 some text columns to one file as they are read (a split's row batches), each row's values one after
 another in UTF-8, and keeps only where each value starts (8 bytes per value); ``table[i]`` reads row
 ``i`` back with one ``os.pread`` (no mapping: the process holds only what it reads). It is a map-style
@@ -19,6 +20,7 @@ a mapping's touched pages count in the resident set while mapped.)
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -115,6 +117,7 @@ class TextTable(Dataset):
             for i in range(last - first):
                 a, b = int(bounds[i * width + j]) - base, int(bounds[i * width + j + 1]) - base
                 yield data[a:b].decode("utf-8")
+            del data  # not held while the next rows are read
 
     def close(self) -> None:
         """Close the file (and remove it, where this table wrote it)."""
@@ -141,3 +144,18 @@ class TextTable(Dataset):
 
     def __repr__(self) -> str:
         return f"TextTable({self._rows} rows of {', '.join(self.columns)} in {self.path})"
+
+
+def text_ids(texts: Iterable[str]) -> np.ndarray:
+    """One id per text, in order, equal for equal texts: the rank of its BLAKE2b-128 digest among the
+    distinct digests (two distinct texts of a split share one with a probability of about n² / 2^129).
+    Holds 16 bytes per text, not the texts (``TextTable.column`` streams them)."""
+    digests = bytearray()
+    for text in texts:
+        digests += hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    if not digests:
+        return np.zeros(0, dtype=np.int64)
+    keys = np.frombuffer(bytes(digests), dtype=np.uint64).reshape(-1, 2)
+    del digests
+    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
