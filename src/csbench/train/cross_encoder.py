@@ -6,7 +6,9 @@ each split into GeCS's matching data (:func:`~csbench.models.cross.matching_pair
 uniformly drawn negative), trains the 2-way head and the network with cross-entropy over the two logits
 (GeCS: ``AutoModelForSequenceClassification``'s ``CrossEntropyLoss`` on labels 0 / 1), validates by matching
 accuracy on the balanced validation pairs, and keeps the best model. The step plan, validation schedule,
-early stopping, optimizer, schedules, mixed precision and ``train.json`` are the engine's.
+early stopping, optimizer, schedules, mixed precision and ``train.json`` are the engine's. The training
+pairs may be a :class:`~csbench.train.texts.TextTable` (what the ``train`` phase gives): each matching pair
+is then read from its file as a batch asks for it, the same pairs in the same order (``_Matching``).
 
 Files under ``out_dir``::
 
