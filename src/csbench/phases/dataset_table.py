@@ -8,10 +8,13 @@ import logging
 from pathlib import Path
 
 from csbench import paths
+from csbench.io import parquet_frames
 from csbench.phases import Context
 from csbench.phases.inputs import prepared
 
 log = logging.getLogger("csbench")
+
+TABLE_BATCH_ROWS = 20_000  # rows of a split tokenized at once
 
 
 def dataset_table(ctx: Context) -> Path:
@@ -20,7 +23,7 @@ def dataset_table(ctx: Context) -> Path:
     from csbench.results.dataset_table import (
         DIR_NAME,
         caption,
-        count_tokens,
+        count_token_batches,
         load_tokenizer,
         shift_rows,
         write_shift_table,
@@ -34,9 +37,11 @@ def dataset_table(ctx: Context) -> Path:
     reference, split = table["reference"], table["reference_split"]
     columns = ["query", "code"]
 
-    def stats(dataset: str, split: str):
-        frame = prepared(ctx, dataset).frame(f"{split}.parquet", columns=columns)
-        return count_tokens(dataset, split, frame["query"].tolist(), frame["code"].tolist(), tokenizer)
+    def stats(dataset: str, split: str):  # a batch of rows at a time: a reference split may be large
+        with prepared(ctx, dataset).open(f"{split}.parquet") as handle:
+            frames = parquet_frames(handle, TABLE_BATCH_ROWS, columns)
+            batches = ((frame["query"].tolist(), frame["code"].tolist()) for frame in frames)
+            return count_token_batches(dataset, split, batches, tokenizer)
 
     rows = shift_rows(stats(reference, split), [stats(dataset, "test") for dataset in config.datasets])
     text = caption(table["tokenizer"], reference, split)

@@ -91,16 +91,26 @@ def load_tokenizer(name: str) -> Any:
 
 def count_tokens(name: str, split: str, queries: Sequence[str], codes: Sequence[str], tokenizer: Any) -> SetTokens:
     """Tokenize every pair's query and code (no special tokens, no truncation) and count token ids."""
-    if len(queries) != len(codes):
-        raise ValueError(f"{name}: {len(queries)} queries but {len(codes)} codes")
-    stats = SetTokens(name, split, len(queries))
-    for side, texts in (("query", queries), ("code", codes)):
-        texts = list(texts)
-        for start in range(0, len(texts), TOKEN_BATCH):
-            ids = tokenizer(texts[start : start + TOKEN_BATCH], add_special_tokens=False)["input_ids"]
-            for row in ids:
-                stats.totals[side] += len(row)
-                stats.counts[side].update(row)
+    return count_token_batches(name, split, [(queries, codes)], tokenizer)
+
+
+def count_token_batches(
+    name: str, split: str, batches: Iterable[tuple[Sequence[str], Sequence[str]]], tokenizer: Any
+) -> SetTokens:
+    """``count_tokens`` of a set read a batch of pairs at a time ((queries, codes) per batch): the same
+    statistics, holding one batch (a text's tokens do not depend on the texts tokenized with it)."""
+    stats = SetTokens(name, split, 0)
+    for queries, codes in batches:
+        if len(queries) != len(codes):
+            raise ValueError(f"{name}: {len(queries)} queries but {len(codes)} codes")
+        stats.pairs += len(queries)
+        for side, texts in (("query", queries), ("code", codes)):
+            texts = list(texts)
+            for start in range(0, len(texts), TOKEN_BATCH):
+                ids = tokenizer(texts[start : start + TOKEN_BATCH], add_special_tokens=False)["input_ids"]
+                for row in ids:
+                    stats.totals[side] += len(row)
+                    stats.counts[side].update(row)
     return stats
 
 
