@@ -117,6 +117,19 @@ static PyObject *new_node(Node *top, TSNode node) {
     return (PyObject *)made;
 }
 
+/* Whether ``root`` can be walked: bind() was called and it is a node of that binding (else an error set). */
+static bool walkable(PyObject *root) {
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+        return false;
+    }
+    if (Py_TYPE(root) != node_type) {
+        PyErr_Format(PyExc_TypeError, "expected a tree_sitter.Node, not %.100s", Py_TYPE(root)->tp_name);
+        return false;
+    }
+    return true;
+}
+
 static PyObject *walk(PyObject *self, PyObject *args) {
     PyObject *root;
     Py_buffer table;
@@ -125,14 +138,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     PyObject *out = NULL;
     TSTreeCursor cursor;
     bool walking = false;
-    if (node_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
-        goto done;
-    }
-    if (Py_TYPE(root) != node_type) {
-        PyErr_Format(PyExc_TypeError, "expected a tree_sitter.Node, not %.100s", Py_TYPE(root)->tp_name);
-        goto done;
-    }
+    if (!walkable(root)) goto done;
     if (table.len != TABLE_SIZE || slots < 1 || slots > 128) {
         PyErr_Format(PyExc_ValueError, "a table of %d bytes and 1 to 128 lists expected", TABLE_SIZE);
         goto done;
@@ -208,14 +214,7 @@ static PyObject *named_walk(PyObject *self, PyObject *args) {
     bool walking = false;
     uint8_t *levels = NULL;  /* per depth below ``root``: LEVEL_* */
     Py_ssize_t capacity = 64;
-    if (node_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
-        goto done;
-    }
-    if (Py_TYPE(root) != node_type) {
-        PyErr_Format(PyExc_TypeError, "expected a tree_sitter.Node, not %.100s", Py_TYPE(root)->tp_name);
-        goto done;
-    }
+    if (!walkable(root)) goto done;
     if (table.len != TABLE_SIZE || field < 0 || field > 65535) {
         PyErr_Format(PyExc_ValueError, "a table of %d bytes and a field id expected", TABLE_SIZE);
         goto done;
