@@ -25,7 +25,6 @@ of more than ``batch_rows`` rows.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import time
@@ -39,6 +38,7 @@ from tqdm import tqdm
 
 from csbench.attacks.engine import AttackReport, attack_snippets, attacked_frame, survey_snippets
 from csbench.attacks.spec import Component, check_languages, parse_spec
+from csbench.digests import text_key, text_keys
 
 # rows of a split read, attacked and written at once by the ``attack`` phase (``csbench attack --batch-rows``):
 # what bounds the phase's memory; the prepared splits of a large local corpus have row groups of this size
@@ -54,15 +54,14 @@ Sink = Callable[[str, pd.DataFrame], None]
 
 
 def snippet_key(language: str, code: str) -> bytes:
-    """The 16 bytes that stand for a (language, code) snippet: BLAKE2b-128 of both (a NUL between: no
-    language name holds one). Two distinct snippets of a dataset share a key with a probability of about
-    n² / 2^129 (3e-27 for 6 million snippets)."""
-    return hashlib.blake2b(f"{language}\0{code}".encode(), digest_size=16).digest()
+    """The 16 bytes that stand for a (language, code) snippet: the key (``csbench.digests.text_key``,
+    BLAKE2b-128) of both, a NUL between (no language name holds one)."""
+    return text_key(f"{language}\0{code}")
 
 
 def snippet_keys(languages: list[str], codes: list[str]) -> np.ndarray:
     """``snippet_key`` of each (language, code), as the rows of an (n, 2) uint64 array."""
-    return np.frombuffer(b"".join(map(snippet_key, languages, codes)), dtype=np.uint64).reshape(-1, 2)
+    return text_keys(f"{language}\0{code}" for language, code in zip(languages, codes, strict=True))
 
 
 class _Occurrences:

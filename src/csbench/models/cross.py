@@ -58,6 +58,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from csbench.digests import text_ids
 from csbench.evaluate.metrics import rank_of_correct
 from csbench.models.defaults import CROSS_DEFAULTS, CROSS_MODELS
 from csbench.models.encoder import (
@@ -131,7 +132,7 @@ def matching_pairs(
     """
     if len(queries) != len(codes):
         raise ValueError(f"{len(queries)} queries but {len(codes)} codes")
-    negatives = matching_negatives(_code_ids(codes), seed, negatives_per_positive)
+    negatives = matching_negatives(text_ids(codes), seed, negatives_per_positive)
     out_queries, out_codes, labels = [], [], []
     for i, (query, code) in enumerate(zip(queries, codes, strict=True)):
         out_queries += [query] * (1 + negatives_per_positive)
@@ -152,12 +153,6 @@ def matching_negatives(code_ids: np.ndarray, seed: int, negatives_per_positive: 
             f"{distinct} distinct codes cannot give {negatives_per_positive} negative(s) with another code per query"
         )
     return _draw_negatives(code_ids, negatives_per_positive, np.random.default_rng(seed))
-
-
-def _code_ids(codes: Sequence[str]) -> np.ndarray:
-    """An integer per distinct code text (equal texts, equal ids)."""
-    seen: dict[str, int] = {}
-    return np.asarray([seen.setdefault(code, len(seen)) for code in codes], dtype=np.int64)
 
 
 def _draw_negatives(code_ids: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

@@ -53,6 +53,7 @@ from accelerate import Accelerator
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
+from csbench.digests import text_ids
 from csbench.models.cross import (
     CROSS_MODELS,
     CrossEncoder,
@@ -62,7 +63,7 @@ from csbench.models.cross import (
 )
 from csbench.train import engine
 from csbench.train.task import KEEP, ConfigDict, Outcome, check_loop_config
-from csbench.train.texts import TextTable, text_ids
+from csbench.train.texts import TextTable
 
 PositivePairs = pd.DataFrame | Sequence[tuple[str, ...]] | TextTable
 

@@ -2,7 +2,8 @@
 
 A training held its split's (query, code, language) as Python strings: 854,061 pairs of the growth
 benchmark's 1 M corpus took 3.5 GiB for a bi-encoder (docs/performance.md); a cross-encoder's matching
-pairs read it from the table too (``csbench.train.cross_encoder``). :class:`TextTable` writes the rows of
+pairs read it from the table too (``csbench.train.cross_encoder``, the negatives drawn from
+``csbench.digests.text_ids`` of its ``code`` column). :class:`TextTable` writes the rows of
 some text columns to one file as they are read (a split's row batches), each row's values one after
 another in UTF-8, and keeps only where each value starts (8 bytes per value); ``table[i]`` reads row
 ``i`` back with one ``os.pread`` (no mapping: the process holds only what it reads). It is a map-style
@@ -20,7 +21,6 @@ a mapping's touched pages count in the resident set while mapped.)
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -144,18 +144,3 @@ class TextTable(Dataset):
 
     def __repr__(self) -> str:
         return f"TextTable({self._rows} rows of {', '.join(self.columns)} in {self.path})"
-
-
-def text_ids(texts: Iterable[str]) -> np.ndarray:
-    """One id per text, in order, equal for equal texts: the rank of its BLAKE2b-128 digest among the
-    distinct digests (two distinct texts of a split share one with a probability of about n² / 2^129).
-    Holds 16 bytes per text, not the texts (``TextTable.column`` streams them)."""
-    digests = bytearray()
-    for text in texts:
-        digests += hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
-    if not digests:
-        return np.zeros(0, dtype=np.int64)
-    keys = np.frombuffer(bytes(digests), dtype=np.uint64).reshape(-1, 2)
-    del digests
-    _, inverse = np.unique(keys, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
