@@ -148,7 +148,10 @@ def rename_edits(
         captured = sorted({new for new in new_names if new in reserved})
         raise ValueError(f"renaming would capture names the snippet uses but does not define: {captured}")
     if ids.members or ids.fun_keywords:
-        refused = sorted({new for old, new in mapping.items() if roles[old] == "fun" and not ids.fun_may_take(new)})
+        # (a function that keeps its name captures nothing, even one it calls itself by: ``self.value`` in ``value``)
+        refused = sorted(
+            {new for old, new in mapping.items() if new != old and roles[old] == "fun" and not ids.fun_may_take(new)}
+        )
         if refused:
             raise ValueError(f"the function may not be named {refused}: a member of its class it uses, or a keyword")
     out.sort()
