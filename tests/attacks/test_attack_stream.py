@@ -62,7 +62,7 @@ def _for(spec: str, dataset: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
     return {split: f[f["language"].isin(langs)].reset_index(drop=True) for split, f in dataset.items()}
 
 
-def _streamed(spec: str, splits: dict[str, pd.DataFrame], rows: int, tmp_path: Path, params=None, workers=1):
+def _streamed(spec, splits: dict[str, pd.DataFrame], rows: int, tmp_path: Path, params=None, workers=1, **options):
     """``attack_batches`` over ``splits`` cut into batches of ``rows`` rows: the attacked splits and report."""
     seen: list[int] = []
 
@@ -79,7 +79,9 @@ def _streamed(spec: str, splits: dict[str, pd.DataFrame], rows: int, tmp_path: P
         seen.append(len(frame))
         out[split].append(frame)
 
-    report = S.attack_batches(spec, list(splits), batches, sink, tmp_path, params, workers=workers, progress=False)
+    report = S.attack_batches(
+        spec, list(splits), batches, sink, tmp_path, params, workers=workers, progress=False, **options
+    )
     assert max(seen) <= rows
     assert list(tmp_path.iterdir()) == []  # the spill file is gone
     return {split: pd.concat(frames, ignore_index=True) for split, frames in out.items()}, report
@@ -131,6 +133,115 @@ def test_a_fixed_ranking_needs_no_survey(dataset, tmp_path, monkeypatch) -> None
 def test_streamed_translation_equals_the_attack_at_once(spec, dataset, tmp_path) -> None:
     small = {split: frame[:12] for split, frame in dataset.items()}
     _same(spec, small, 5, tmp_path)
+
+
+def _analyses(monkeypatch) -> list[int]:
+    """Counts the snippets parsed and analysed for a renaming from now on (``renaming.analyse``)."""
+    from csbench.attacks import renaming as R
+
+    calls: list[int] = []
+    real = R.analyse
+    monkeypatch.setattr(R, "analyse", lambda *args, **kwargs: (calls.append(1), real(*args, **kwargs))[1])
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("spec", "passes"),
+    [
+        ("most_popular", 1),  # analysed by the survey, renamed from its analyses
+        ("k_shift_dataset-3", 1),
+        ("ordered_id+most_popular", 2),  # ordered_id, then most_popular's survey, each once
+        ("most_popular+k_shift_dataset-2", 2),  # two dataset-wide steps: each step's analyses made once
+        ("advtest_normalize+k_shift_dataset", 1),  # the rewrite parses on its own (not counted)
+    ],
+)
+def test_a_streamed_dataset_wide_renaming_analyses_each_snippet_once(spec, passes, dataset, tmp_path, monkeypatch):
+    """The survey pass keeps its analyses for the renaming pass (and a later step's survey): each distinct
+    snippet is analysed once per renaming step, as in ``run_attack``, not once more per pass. Checked
+    to fail when the analyses are not kept (``keep_analyses=False``, or the code before: 2, 2, 4, 5 and 2 passes)."""
+    splits = _for(spec, dataset)
+    distinct = len({(lang, code) for f in splits.values() for lang, code in zip(f["language"], f["code"], strict=True)})
+    calls = _analyses(monkeypatch)
+    whole, _ = run_attack(spec, splits, progress=False)
+    assert len(calls) == passes * distinct
+    calls.clear()
+    parts, _ = _streamed(spec, splits, 11, tmp_path)
+    assert len(calls) == passes * distinct
+    for split in splits:
+        pd.testing.assert_frame_equal(parts[split], whole[split], check_dtype=False, obj=f"{spec} {split}")
+
+
+class _FullDisk:
+    """A file on a disk that is full once ``room`` bytes are written to it: a write past it raises ENOSPC
+    (the bytes that fit are written, as a real disk does)."""
+
+    def __init__(self, handle, room: int) -> None:
+        self.handle, self.room = handle, room
+
+    def write(self, data) -> int:
+        import errno
+
+        fits = max(0, min(len(data), self.room - self.handle.tell()))
+        self.handle.write(bytes(data[:fits]))
+        if fits < len(data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return fits
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+
+def test_a_stream_that_cannot_keep_its_analyses_analyses_again(dataset, tmp_path, monkeypatch, caplog) -> None:
+    """A full disk while the survey keeps its analyses: warned once, the chunks analysed again, the same
+    output; and ``keep_analyses=False`` analyses every snippet in every pass, to the same output."""
+    spec = "most_popular+k_shift_dataset-2"
+    splits = _for(spec, dataset)
+    whole, whole_report = run_attack(spec, splits, progress=False)
+    calls = _analyses(monkeypatch)
+    room = 40 * 2**10  # bytes: some chunks kept, then the disk is full
+    real_open = S._KeptAnalyses._open
+    sizes: list[int] = []
+    real_close = S._KeptAnalyses.close
+    monkeypatch.setattr(S._KeptAnalyses, "_open", lambda self: _FullDisk(real_open(self), room))
+    monkeypatch.setattr(S._KeptAnalyses, "close", lambda self: (sizes.append(self.bytes), real_close(self))[1])
+    with caplog.at_level("WARNING", logger="csbench"):
+        parts, report = _streamed(spec, splits, 11, tmp_path)
+    assert len([r for r in caplog.records if "could not keep" in r.getMessage()]) == 1
+    assert 0 < sizes[0] <= room
+    one, other = whole_report.as_dict(), report.as_dict()
+    one.pop("seconds"), other.pop("seconds")
+    assert other == one
+    once = len(calls)
+    monkeypatch.setattr(S._KeptAnalyses, "_open", real_open)
+    calls.clear()
+    twice, _ = _streamed(spec, splits, 11, tmp_path, keep_analyses=False)
+    assert once < len(calls)  # the chunks kept before the disk was full were used
+    for split in splits:
+        pd.testing.assert_frame_equal(parts[split], whole[split], check_dtype=False, obj=f"{spec} {split}")
+        pd.testing.assert_frame_equal(twice[split], whole[split], check_dtype=False, obj=f"{spec} {split}")
+
+
+@pytest.mark.parametrize("piece", [1, 1024])  # one pickle per analysis, one for all
+def test_kept_analyses_are_taken_back_only_for_the_same_jobs(piece, tmp_path, monkeypatch) -> None:
+    from csbench.attacks import renaming as R
+
+    monkeypatch.setattr(S, "_KEPT_PIECE", piece)
+    jobs = [("def f(a):\n    return a\n", "python", False), ("def g(b):\n    return b\n", "python", True)]
+    analysed = [(R.analyse(code, lang, keep), "", "") for code, lang, keep in jobs]
+    kept = S._KeptAnalyses(tmp_path / "out")
+    view = kept.chunk(3)
+    assert view.take(0, "analysed", jobs) is None  # nothing kept yet
+    view.put(0, "analysed", jobs, analysed)
+    assert view.take(0, "analysed", jobs) == analysed == view.take(0, "analysed", jobs)  # taken any number of times
+    assert kept.chunk(2).take(0, "analysed", jobs) is None  # another chunk
+    assert view.take(1, "analysed", jobs) is None and view.take(0, "renamed", jobs) is None  # another step, kind
+    assert view.take(0, "analysed", [jobs[0], (jobs[1][0], "python", False)]) is None  # comments kept: other jobs
+    assert view.take(0, "analysed", jobs[:1]) is None
+    view.put(1, "renamed", jobs[:1], [("renamed code", {"f": "g"}, "")])  # after the first: read back by position
+    assert view.take(1, "renamed", jobs[:1]) == [("renamed code", {"f": "g"}, "")]
+    assert view.take(0, "analysed", jobs) == analysed
+    assert list((tmp_path / "out").iterdir()) == []  # the file has no name
+    kept.close()
 
 
 def test_snippet_keys_tell_language_and_code_apart() -> None:

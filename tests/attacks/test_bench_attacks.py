@@ -70,3 +70,16 @@ def test_the_python_walk_benchmark_times_both_walks_on_the_same_functions() -> N
     assert set(times) == {"parse", "walk in C", "walk in Python"} and all(ms > 0 for ms in times.values())
     ratio = re.search(r"^walk in Python / walk in C: ([\d.]+)x$", done.stdout, re.M)
     assert ratio and float(ratio[1]) == pytest.approx(times["walk in Python"] / times["walk in C"], rel=0.05)
+
+
+def test_the_stream_benchmark_times_the_kept_and_the_repeated_analyses() -> None:
+    script = SCRIPT.with_name("bench_attack_stream.py")
+    options = ["--functions", "60", "--batch-rows", "25", "--repeat", "1", "--attacks", "most_popular"]
+    done = subprocess.run([sys.executable, str(script), *options], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.match(r"60 functions \(.*\), batches of 25 rows", done.stdout), done.stdout
+    row = r"^  (at once \(run_attack\)|in batches|in batches, analysed twice) +([\d.]+) s"
+    rows = dict(re.findall(row, done.stdout, re.M))
+    assert set(rows) == {"at once (run_attack)", "in batches", "in batches, analysed twice"}, done.stdout
+    kept = re.search(r"analysed twice / kept: ([\d.]+)x; kept analyses' file: ([\d,]+) bytes", done.stdout)
+    assert kept and int(kept[2].replace(",", "")) > 60 * 100, done.stdout

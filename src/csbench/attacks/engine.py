@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 from tqdm import tqdm
@@ -89,6 +89,19 @@ def _analyse_batch(jobs: list[tuple[str, str, bool]]) -> list[tuple[R.Analysis |
 
 
 Renamed = tuple[str, dict[str, str] | None, str]  # (attacked code, renaming or None, analysis error)
+Analysed = tuple["R.Analysis | None", str, str]  # what ``_analyse_job`` gives
+
+
+class KeptAnalyses(Protocol):
+    """Where a dataset attacked in chunks keeps a chunk's work between its passes (``csbench.attacks.stream``):
+    a survey pass ``put``s the analyses of the surveyed step (``"analysed"``: what ``_analyse_batch``
+    gives) and the results of the steps before it (``"renamed"``: ``Renamed``), the later passes ``take``
+    them back instead of parsing, analysing and renaming the chunk again. ``jobs``: the ``_analyse_batch``
+    jobs of that step, which ``take`` checks are the same (None: nothing kept for them)."""
+
+    def put(self, step: int, kind: str, jobs: list[tuple[str, str, bool]], value: list) -> None: ...
+
+    def take(self, step: int, kind: str, jobs: list[tuple[str, str, bool]]) -> list | None: ...
 
 
 def _rename_analysed(
@@ -264,11 +277,13 @@ def attack_snippets(
     progress: bool,
     report: AttackReport,
     contexts: dict[int, Any] | None = None,
+    kept: KeptAnalyses | None = None,
 ) -> tuple[list[str], list[str]]:
     """The attacked code and the renaming's JSON of distinct (language, code) snippets, in dataset order
     (all of the dataset's, or one chunk of them: ``contexts``, the context of each dataset-wide renaming
-    step for this chunk, ``Survey``); counted in ``report`` (snippets, changed, renamed, failures)."""
-    codes, renamings = _attack_unique(spec, components, unique, workers, progress, report, contexts)
+    step for this chunk, ``Survey``; ``kept``, what the survey passes kept of the chunk); counted in
+    ``report`` (snippets, changed, renamed, failures)."""
+    codes, renamings = _attack_unique(spec, components, unique, workers, progress, report, contexts, kept=kept)
     texts = [_RENAMING_JSON(m) for m in renamings]
     for (language, code), new, mapping in zip(unique, codes, renamings, strict=True):
         report.snippets[language] = report.snippets.get(language, 0) + 1
@@ -277,8 +292,8 @@ def attack_snippets(
         report.renamed[language] = report.renamed.get(language, 0) + renamed
     if treats_comments(components):  # (parses only code that may hold one: see has_undelimited_comment)
         for language, code in unique:
-            kept = has_undelimited_comment(code, language)
-            report.kept_undelimited[language] = report.kept_undelimited.get(language, 0) + kept
+            undelimited = has_undelimited_comment(code, language)
+            report.kept_undelimited[language] = report.kept_undelimited.get(language, 0) + undelimited
     return codes, texts
 
 
@@ -289,11 +304,14 @@ def survey_snippets(
     workers: int,
     step: int,
     contexts: dict[int, Any],
+    kept: KeptAnalyses | None = None,
 ) -> Any:
     """The statistics (``Survey.gather``) of renaming step ``step`` (its index among the spec's renamings,
     a dataset-wide one) over a chunk of distinct snippets: the earlier steps applied first (with their
-    ``contexts``), then this step's analyses gathered. Nothing is counted."""
-    return _attack_unique(spec, components, unique, workers, False, AttackReport(spec), contexts, survey=step)
+    ``contexts``), then this step's analyses gathered; the steps' work is handed to ``kept``, for the passes
+    after. Nothing is counted."""
+    report = AttackReport(spec)
+    return _attack_unique(spec, components, unique, workers, False, report, contexts, survey=step, kept=kept)
 
 
 def _attack_unique(
@@ -305,11 +323,13 @@ def _attack_unique(
     report: AttackReport,
     contexts: dict[int, Any] | None = None,
     survey: int | None = None,
+    kept: KeptAnalyses | None = None,
 ) -> Any:
     """Attacked code and renaming of each distinct (language, code): (codes, renamings). ``contexts``:
     renaming step -> its context for these snippets (``Survey.propose``; without, a dataset-wide
     renaming proposes over these snippets as the whole dataset); ``survey``: the renaming step whose
-    statistics (``Survey.gather``) to return instead, once the steps before it are applied."""
+    statistics (``Survey.gather``) to return instead, once the steps before it are applied; ``kept``:
+    where a survey keeps its work on these snippets (``KeptAnalyses``) and later passes take it back."""
     comment = next((c for c in components if c.attack.kind == "comments"), None)
     renamings = [c for c in components if c.attack.kind == "renaming"]
     translate = comment is not None and comment.attack.name == "translation"
@@ -320,41 +340,23 @@ def _attack_unique(
     for step, component in enumerate(renamings):
         with _without_cyclic_gc():
             jobs = [(code, lang, translate or step > 0) for code, (lang, _) in zip(codes, unique, strict=True)]
-            batches = [jobs[i : i + _BATCH] for i in range(0, len(jobs), _BATCH)]
-            sizes = [len(batch) for batch in batches]
-            strategy, params = component.attack.strategy, component.params
-            if component.attack.rewrite is not None:  # each snippet rewritten from its own tokens, in the workers
-                tasks = [(batch, component.attack.rewrite) for batch in batches]
-                renamed = [
-                    result
-                    for results in _pool_map(_rewrite_batch, tasks, workers, f"{spec}: rewrite", progress, sizes)
-                    for result in results
-                ]
-            elif component.attack.dataset_wide:  # every analysis in this process before any proposal
-                analysed = [
-                    result
-                    for results in _pool_map(_analyse_batch, batches, workers, f"{spec}: analyse", progress, sizes)
-                    for result in results
-                ]
+            renamed = kept.take(step, "renamed", jobs) if kept is not None else None
+            made = renamed is None
+            if made and component.attack.dataset_wide:  # every analysis in this process before any proposal
+                analysed = _analysed(jobs, step, kept, survey == step, spec, workers, progress)
                 sources = [code for _, code in unique]
                 languages = [lang for lang, _ in unique]
-                plan = component.attack.survey
+                plan, strategy, params = component.attack.survey, component.attack.strategy, component.params
                 if survey == step:
                     return plan.gather(_items(analysed, languages, sources), params)
                 if contexts is not None and step in contexts:
                     strategy = functools.partial(_propose_in_context, plan.propose, contexts[step])
                 renamed = _rename_analysed(analysed, languages, sources, strategy, params)
                 del analysed
-            else:  # the workers rename too
-                tasks = [
-                    (batch, [code for _, code in unique[i : i + _BATCH]], strategy, params)
-                    for batch, i in zip(batches, range(0, len(jobs), _BATCH), strict=True)
-                ]
-                renamed = [
-                    result
-                    for results in _pool_map(_rename_batch, tasks, workers, f"{spec}: rename", progress, sizes)
-                    for result in results
-                ]
+            elif made:
+                renamed = _renamed_in_workers(component, jobs, unique, spec, workers, progress)
+            if made and kept is not None and survey is not None:  # a step before the surveyed one
+                kept.put(step, "renamed", jobs, renamed)
             for i, (code, mapping, error) in enumerate(renamed):
                 codes[i] = code
                 if mapping is None:
@@ -368,6 +370,60 @@ def _attack_unique(
         frame = pd.DataFrame({"language": [lang for lang, _ in unique], "code": codes})
         codes = translate_frame(frame, Apertium(pair=comment.params["pair"]), workers)["code"].tolist()
     return codes, composed
+
+
+def _batches(jobs: list) -> tuple[list[list], list[int]]:
+    batches = [jobs[i : i + _BATCH] for i in range(0, len(jobs), _BATCH)]
+    return batches, [len(batch) for batch in batches]
+
+
+def _analysed(
+    jobs: list[tuple[str, str, bool]],
+    step: int,
+    kept: KeptAnalyses | None,
+    keep: bool,
+    spec: str,
+    workers: int,
+    progress: bool,
+) -> list[Analysed]:
+    """The analysis of each job of renaming step ``step`` (``_analyse_batch``, over the workers), or those
+    ``kept`` holds of these jobs; those made here put into ``kept`` if ``keep``."""
+    found = kept.take(step, "analysed", jobs) if kept is not None else None
+    if found is not None:
+        return found
+    batches, sizes = _batches(jobs)
+    analysed = [
+        result
+        for results in _pool_map(_analyse_batch, batches, workers, f"{spec}: analyse", progress, sizes)
+        for result in results
+    ]
+    if keep and kept is not None:
+        kept.put(step, "analysed", jobs, analysed)
+    return analysed
+
+
+def _renamed_in_workers(
+    component: Component,
+    jobs: list[tuple[str, str, bool]],
+    unique: list[tuple[str, str]],
+    spec: str,
+    workers: int,
+    progress: bool,
+) -> list[Renamed]:
+    """A renaming step whose work stays in the workers: each snippet rewritten from its own tokens
+    (``Attack.rewrite``), or analysed and renamed from its own names (not ``dataset_wide``)."""
+    batches, sizes = _batches(jobs)
+    if component.attack.rewrite is not None:
+        tasks = [(batch, component.attack.rewrite) for batch in batches]
+        results = _pool_map(_rewrite_batch, tasks, workers, f"{spec}: rewrite", progress, sizes)
+    else:
+        strategy, params = component.attack.strategy, component.params
+        tasks = [
+            (batch, [code for _, code in unique[i : i + _BATCH]], strategy, params)
+            for batch, i in zip(batches, range(0, len(jobs), _BATCH), strict=True)
+        ]
+        results = _pool_map(_rename_batch, tasks, workers, f"{spec}: rename", progress, sizes)
+    return [result for batch in results for result in batch]
 
 
 @contextlib.contextmanager

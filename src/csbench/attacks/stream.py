@@ -18,14 +18,18 @@ give the same result however the dataset is cut (each snippet's attack depends o
 dataset-wide renaming's proposals for a chunk take the chunk's context from the survey, and are those of
 the whole dataset at once (tests/attacks/test_attack_stream.py: every registered attack, on real code,
 cut into batches of several sizes, equals ``run_attack``). The report counts each distinct snippet once,
-as ``run_attack``'s does. A dataset-wide renaming costs one more analysis pass over the dataset
-(two when two are composed), which ``run_attack`` does not need: the ``attack`` phase streams only a dataset
-of more than ``batch_rows`` rows.
+as ``run_attack``'s does. A dataset-wide renaming costs one more pass over the dataset (two when two are
+composed), which ``run_attack`` does not need: the ``attack`` phase streams only a dataset of more than
+``batch_rows`` rows. The survey pass keeps each chunk's analyses in a temporary file (``_KeptAnalyses``),
+so the renaming pass parses and analyses nothing again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import pickle
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -39,6 +43,8 @@ from tqdm import tqdm
 from csbench.attacks.engine import AttackReport, attack_snippets, attacked_frame, survey_snippets
 from csbench.attacks.spec import Component, check_languages, parse_spec
 from csbench.digests import text_key, text_keys
+
+log = logging.getLogger("csbench")
 
 # rows of a split read, attacked and written at once by the ``attack`` phase (``csbench attack --batch-rows``):
 # what bounds the phase's memory; the prepared splits of a large local corpus have row groups of this size
@@ -119,10 +125,12 @@ def attack_batches(
     attack_params: dict[str, dict[str, Any]] | None = None,
     workers: int = 1,
     progress: bool = True,
+    keep_analyses: bool = True,
 ) -> AttackReport:
     """Attack a dataset's ``splits`` (in dataset order) read by ``batches``, writing each batch's attacked
     rows to ``sink`` as ``run_attack`` would have attacked them; the report. ``spill_dir``: where the
-    temporary file of repeated snippets goes (the output's folder)."""
+    temporary files go (the output's folder): the repeated snippets' attacked code and, unless
+    ``keep_analyses`` is false, the analyses of a dataset-wide renaming's survey pass (``_KeptAnalyses``)."""
     started = time.perf_counter()
     components = parse_spec(spec, attack_params)
     keys: list[np.ndarray] = []
@@ -137,20 +145,28 @@ def attack_batches(
     bar.close()
     check_languages(spec, components, sorted(found))
     occurrences = _Occurrences(keys)
-    contexts = _survey(spec, components, splits, batches, occurrences, workers, progress)
-    report = AttackReport(spec)
-    spill = _Spill(spill_dir)
+    kept = _KeptAnalyses(spill_dir) if keep_analyses else None
     try:
-        bar = tqdm(total=occurrences.rows, desc=spec, unit="fn", disable=not progress, mininterval=2)
-        for chunk, (split, start, frame, first, new) in enumerate(_chunks(splits, batches, occurrences, None)):
-            unique = _unique(frame, new)
-            chunk_contexts = {step: per_chunk[chunk] for step, per_chunk in contexts.items()}
-            codes, texts = attack_snippets(spec, components, unique, workers, False, report, chunk_contexts)
-            sink(split, attacked_frame(frame, *_rows(start, first, new, codes, texts, occurrences, spill)))
-            bar.update(len(frame))
-        bar.close()
+        contexts = _survey(spec, components, splits, batches, occurrences, workers, progress, kept)
+        report = AttackReport(spec)
+        spill = _Spill(spill_dir)
+        try:
+            bar = tqdm(total=occurrences.rows, desc=spec, unit="fn", disable=not progress, mininterval=2)
+            for chunk, (split, start, frame, first, new) in enumerate(_chunks(splits, batches, occurrences, None)):
+                unique = _unique(frame, new)
+                chunk_contexts = {step: per_chunk[chunk] for step, per_chunk in contexts.items()}
+                chunk_kept = kept.chunk(chunk) if kept is not None else None
+                codes, texts = attack_snippets(
+                    spec, components, unique, workers, False, report, chunk_contexts, chunk_kept
+                )
+                sink(split, attacked_frame(frame, *_rows(start, first, new, codes, texts, occurrences, spill)))
+                bar.update(len(frame))
+            bar.close()
+        finally:
+            spill.close()
     finally:
-        spill.close()
+        if kept is not None:
+            kept.close()
     report.seconds = time.perf_counter() - started
     return report
 
@@ -212,9 +228,11 @@ def _survey(
     occurrences: _Occurrences,
     workers: int,
     progress: bool,
+    kept: _KeptAnalyses | None = None,
 ) -> dict[int, list[Any]]:
     """Renaming step -> each chunk's context, for the dataset-wide renaming steps of the spec (one pass over
-    the dataset each, the earlier steps applied); a step whose parameters need no survey gets ``None``."""
+    the dataset each, the earlier steps applied); a step whose parameters need no survey gets ``None``.
+    ``kept``: where each chunk's analyses at each surveyed step are kept for the passes after."""
     contexts: dict[int, list[Any]] = {}
     renamings = [c for c in components if c.attack.kind == "renaming"]
     for step, component in enumerate(renamings):
@@ -228,11 +246,114 @@ def _survey(
         bar = tqdm(total=occurrences.rows, desc=f"{spec}: survey", unit="fn", disable=not progress, mininterval=2)
         for chunk, (_, _, frame, _, new) in enumerate(_chunks(splits, batches, occurrences, SNIPPET_COLUMNS)):
             earlier = {s: per_chunk[chunk] for s, per_chunk in contexts.items()}
-            statistics.append(survey_snippets(spec, components, _unique(frame, new), workers, step, earlier))
+            chunk_kept = kept.chunk(chunk) if kept is not None else None
+            unique = _unique(frame, new)
+            statistics.append(survey_snippets(spec, components, unique, workers, step, earlier, chunk_kept))
             bar.update(len(frame))
         bar.close()
         contexts[step] = plan.contexts(statistics, component.params)
     return contexts
+
+
+_KEPT_PIECE = 1024  # analyses pickled at once: what bounds the pickler's memo (all its objects)
+
+
+class _KeptAnalyses:
+    """What a survey pass made of each chunk, for the passes after it (the renaming pass; a later step's
+    survey): the analyses of the surveyed dataset-wide renaming step and the results of the renaming steps
+    before it (``csbench.attacks.engine.KeptAnalyses``), so each snippet is parsed and analysed once per
+    step, as ``run_attack`` does, not once more per pass (benchmarks/bench_attack_stream.py). They are
+    pickled into a temporary file beside the output (about twice the size of the code, per kept step;
+    removed when closed) that has no name on Linux (``O_TMPFILE``) and is written and read back only by
+    this process: nothing from elsewhere is unpickled. A chunk's work is taken back only for the very
+    jobs it was made of (their digest, checked); a chunk not kept, or a write that fails (a full disk:
+    warned once, nothing more is kept), is worked on again, to the same result."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.handle: Any = None
+        # (step, kind, chunk) -> (offset, size, the jobs' digest)
+        self.where: dict[tuple[int, str, int], tuple[int, int, bytes]] = {}
+        self.end = 0
+        self.broken = False
+
+    def _open(self) -> Any:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return tempfile.TemporaryFile(dir=self.folder, prefix=".attack-analyses-")  # (closed by close)
+
+    def chunk(self, chunk: int) -> _ChunkAnalyses:
+        return _ChunkAnalyses(self, chunk)
+
+    def put(self, step: int, kind: str, chunk: int, jobs: list[tuple[str, str, bool]], value: list) -> None:
+        if self.broken:
+            return
+        try:
+            if self.handle is None:
+                self.handle = self._open()
+            self.handle.seek(self.end)
+            for start in range(0, len(value), _KEPT_PIECE):  # a pickler's memo holds every object it wrote
+                pickle.dump(value[start : start + _KEPT_PIECE], self.handle, protocol=pickle.HIGHEST_PROTOCOL)
+            self.handle.flush()
+            end = self.handle.tell()
+        except OSError as err:  # what was kept before stays whole: nothing is written over it
+            self.broken = True
+            log.warning("could not keep the attack survey's analyses in %s (%s): the next passes analyse again",
+                        self.folder, err)  # fmt: skip
+            return
+        self.where[step, kind, chunk] = (self.end, end - self.end, _jobs_digest(jobs))
+        self.end = end
+
+    def take(self, step: int, kind: str, chunk: int, jobs: list[tuple[str, str, bool]]) -> list | None:
+        found = self.where.get((step, kind, chunk))
+        if found is None:
+            return None
+        offset, size, digest = found
+        if digest != _jobs_digest(jobs):  # pragma: no cover - the passes analyse the same code (tested)
+            log.warning("attack in batches: chunk %d of step %d differs from its survey: attacked again", chunk, step)
+            return None
+        self.handle.seek(offset)
+        value: list = []
+        while self.handle.tell() < offset + size:  # (written above by this process, in a file without a name)
+            value += pickle.load(self.handle)
+        if self.handle.tell() != offset + size:  # pragma: no cover - a file changed under this process
+            raise OSError(f"the attack's kept analyses: {self.handle.tell() - offset} of {size} bytes read at {offset}")
+        return value
+
+    @property
+    def bytes(self) -> int:
+        return self.end
+
+    def close(self) -> None:
+        if self.where:
+            log.debug("attack in batches: kept %d analysed chunks, %d bytes", len(self.where), self.end)
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+
+class _ChunkAnalyses:
+    """One chunk's view of ``_KeptAnalyses`` (``csbench.attacks.engine.KeptAnalyses``)."""
+
+    __slots__ = ("chunk", "store")
+
+    def __init__(self, store: _KeptAnalyses, chunk: int) -> None:
+        self.store, self.chunk = store, chunk
+
+    def put(self, step: int, kind: str, jobs: list[tuple[str, str, bool]], value: list) -> None:
+        self.store.put(step, kind, self.chunk, jobs, value)
+
+    def take(self, step: int, kind: str, jobs: list[tuple[str, str, bool]]) -> list | None:
+        return self.store.take(step, kind, self.chunk, jobs)
+
+
+def _jobs_digest(jobs: list[tuple[str, str, bool]]) -> bytes:
+    """BLAKE2b-128 of the analysis jobs (code, language, comments kept), each length-prefixed."""
+    h = hashlib.blake2b(digest_size=16)
+    for code, language, keep in jobs:
+        data = code.encode("utf-8", "surrogatepass")
+        h.update(b"%d\0%s\0%d\0" % (len(data), language.encode(), keep))
+        h.update(data)
+    return h.digest()
 
 
 class _Every:
