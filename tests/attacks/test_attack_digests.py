@@ -64,7 +64,8 @@ def digest(language: str, codes: list[str], spec: str) -> str:
     return hashlib.sha256(json.dumps(record, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 
-# recorded at commit af73e8d (before the #28 speed changes), compiled build
+# recorded at commit af73e8d (before the #28 speed changes), compiled build; PHP's and Ruby's k_shift_snippet /
+# random_permutation re-recorded when a method stopped taking the name of a method it calls (2026-11-27)
 DIGESTS: dict[str, dict[str, str]] = {
     "python-cosqa-pool": {
         "no_comment": "e57226dcf683b0e9",
@@ -132,9 +133,9 @@ DIGESTS: dict[str, dict[str, str]] = {
         "full_hash": "990750399069a5ca",
         "k_shift_dataset-3": "baadad6ab6eb0e25",
         "k_shift_dataset-64": "1bb8b24d9184c140",
-        "k_shift_snippet-3": "0e6bc00590a2449e",
-        "k_shift_snippet-64": "0682ed990e3ee881",
-        "random_permutation": "dead751c1cce597d",
+        "k_shift_snippet-3": "f4e7e0c9f05c8666",
+        "k_shift_snippet-64": "b6b4561a1d8ae96a",
+        "random_permutation": "bb0c127b613afa9b",
         "most_popular": "d25e7830cdc627a3",
         "ordered_id": "32b34d7f5f2c3323",
         "advtest_normalize_scoped": "9f13d032e53572b8",
@@ -145,7 +146,7 @@ DIGESTS: dict[str, dict[str, str]] = {
         "k_shift_dataset-3": "91ce440d12a80c75",
         "k_shift_dataset-64": "0fcaf23b596b2069",
         "k_shift_snippet-3": "f78a85deb401c782",
-        "k_shift_snippet-64": "dc912d3631d28d78",
+        "k_shift_snippet-64": "db6d2a67c84f1b24",
         "random_permutation": "6e903894c9e5e62f",
         "most_popular": "a567a9c79203d370",
         "ordered_id": "952a0d6daf09033d",

@@ -13,6 +13,7 @@ without defining them, the function-name keywords, one name for all.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def _codes(language: str) -> list[str]:
 
 def _proposals(ids) -> list[dict[str, str]]:
     names = list(ids.names)
-    aimed = sorted(ids.members) + sorted(ids.reserved)[:5] + sorted(ids.fun_keywords)[:5] + names
+    aimed = sorted(ids.members) + sorted(ids.reserved)[:5] + sorted(ids.fun_keywords)[:5] + names + ["self", "cls"]
     return [
         {name: name for name in names},  # every name kept
         {name: names[(j + 1) % len(names)] for j, name in enumerate(names)},  # shifted among its own
@@ -66,8 +67,8 @@ def test_every_settled_renaming_is_accepted(language) -> None:
             ids = analysis.identifiers
             if not ids.names:
                 continue
-            for proposals in _proposals(ids):
-                mapping = R.settle(ids, language, proposals)
+            for proposals, analysed_again in itertools.product(_proposals(ids), (False, True)):
+                mapping = R.settle(ids, language, proposals, analysed_again)
                 tried += 1
                 try:
                     rename_edits(language, mapping, ids, analysis.edits)

@@ -110,18 +110,19 @@ def _rename_analysed(
     sources: Sequence[str],
     strategy: R.Strategy,
     params: dict[str, Any],
+    analysed_again: bool = False,
 ) -> list[Renamed]:
     """Snippets ``_analyse_batch`` analysed, renamed: the strategy proposes over all of them at once (in
     order; ``sources``: the code each had in the dataset, ``Item.source``), each proposal is settled and
-    spliced. Per snippet: (attacked code, renaming, "") or, when the analysis failed, (the code the
-    attack keeps, None, the error)."""
+    spliced (``analysed_again``: by ``settle``'s rule for code a later renaming analyses). Per snippet:
+    (attacked code, renaming, "") or, when the analysis failed, (the code the attack keeps, None, the error)."""
     proposals = iter(strategy(_items(analysed, languages, sources), params))
     out: list[Renamed] = []
     for language, (analysis, text, error) in zip(languages, analysed, strict=True):
         if analysis is None:
             out.append((text, None, error))
             continue
-        mapping = R.settle(analysis.identifiers, language, next(proposals))
+        mapping = R.settle(analysis.identifiers, language, next(proposals), analysed_again)
         out.append((analysis.renamed(mapping), mapping, ""))  # comment removal and renaming in one splice
     return out
 
@@ -142,13 +143,15 @@ def _items(
     ]
 
 
-def _rename_batch(task: tuple[list[tuple[str, str, bool]], list[str], R.Strategy, dict[str, Any]]) -> list[Renamed]:
+def _rename_batch(
+    task: tuple[list[tuple[str, str, bool]], list[str], R.Strategy, dict[str, Any], bool],
+) -> list[Renamed]:
     """``_rename_analysed`` over one batch, analysed here: for a renaming that proposes each snippet's
     names from that snippet alone (``Attack.dataset_wide`` false) the whole work stays in the worker and
     only the attacked code and the renaming travel back. ``task``: the jobs of ``_analyse_batch``, the
     snippets' dataset code, the strategy and its parameters."""
-    jobs, sources, strategy, params = task
-    return _rename_analysed(_analyse_batch(jobs), [job[1] for job in jobs], sources, strategy, params)
+    jobs, sources, strategy, params, again = task
+    return _rename_analysed(_analyse_batch(jobs), [job[1] for job in jobs], sources, strategy, params, again)
 
 
 def _rewrite_batch(
@@ -351,10 +354,11 @@ def _attack_unique(
                     return plan.gather(_items(analysed, languages, sources), params)
                 if contexts is not None and step in contexts:
                     strategy = functools.partial(_propose_in_context, plan.propose, contexts[step])
-                renamed = _rename_analysed(analysed, languages, sources, strategy, params)
+                renamed = _rename_analysed(analysed, languages, sources, strategy, params, step < len(renamings) - 1)
                 del analysed
             elif made:
-                renamed = _renamed_in_workers(component, jobs, unique, spec, workers, progress)
+                again = step < len(renamings) - 1  # a later renaming analyses this one's code again
+                renamed = _renamed_in_workers(component, jobs, unique, spec, workers, progress, again)
             if made and kept is not None and survey is not None:  # a step before the surveyed one
                 kept.put(step, "renamed", jobs, renamed)
             for i, (code, mapping, error) in enumerate(renamed):
@@ -409,9 +413,11 @@ def _renamed_in_workers(
     spec: str,
     workers: int,
     progress: bool,
+    analysed_again: bool,
 ) -> list[Renamed]:
     """A renaming step whose work stays in the workers: each snippet rewritten from its own tokens
-    (``Attack.rewrite``), or analysed and renamed from its own names (not ``dataset_wide``)."""
+    (``Attack.rewrite``), or analysed and renamed from its own names (not ``dataset_wide``;
+    ``analysed_again``: ``settle``'s rule for code a later renaming analyses)."""
     batches, sizes = _batches(jobs)
     if component.attack.rewrite is not None:
         tasks = [(batch, component.attack.rewrite) for batch in batches]
@@ -419,7 +425,7 @@ def _renamed_in_workers(
     else:
         strategy, params = component.attack.strategy, component.params
         tasks = [
-            (batch, [code for _, code in unique[i : i + _BATCH]], strategy, params)
+            (batch, [code for _, code in unique[i : i + _BATCH]], strategy, params, analysed_again)
             for batch, i in zip(batches, range(0, len(jobs), _BATCH), strict=True)
         ]
         results = _pool_map(_rename_batch, tasks, workers, f"{spec}: rename", progress, sizes)

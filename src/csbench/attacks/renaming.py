@@ -32,7 +32,14 @@ from typing import Any, NamedTuple
 
 from csbench.attacks.spec import Survey, renaming_attack
 from csbench.code.comments import Edit, Snippet, apply_edits, comment_edits, parse_snippet
-from csbench.code.identifiers import Identifiers, identifiers_and_comments, is_valid_name, rename_edits, splice
+from csbench.code.identifiers import (
+    Identifiers,
+    identifiers_and_comments,
+    is_valid_name,
+    receiver_names,
+    rename_edits,
+    splice,
+)
 
 Mapping = dict[str, str]
 
@@ -174,20 +181,26 @@ def shift_identifiers(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
 # ------------------------------------------------------------------------------------------ settling
 
 
-def settle(ids: Identifiers, language: str, proposals: Mapping) -> Mapping:
+def settle(ids: Identifiers, language: str, proposals: Mapping, analysed_again: bool = False) -> Mapping:
     """The renaming ``old -> new`` for every defined name, from ``proposals`` (names not proposed keep
     theirs), with each proposal made valid, unique and capture-free (module docstring). Names that keep
-    theirs are fixed first; proposals are settled in identifier order."""
+    theirs are fixed first; proposals are settled in identifier order. ``analysed_again``: the renamed
+    code is analysed again (by a later renaming of a composed spec), so it must read as the original did:
+    only a receiver then takes a receiver's name (``IdentifierRules.receivers``, Python's ``self`` / ``cls``:
+    a plain function whose first parameter became ``self`` would be analysed as a method)."""
     names = ids.names
     proposed = list(map(proposals.get, names, names))
     reserved = ids.reserved  # taken too, without copying it for every snippet
     members, roles = ids.members, ids.roles  # (members: names a method must not take)
     taken = {name for name, new in zip(names, proposed, strict=True) if new == name}
+    receivers = receiver_names(language) if analysed_again else frozenset()
     final: Mapping = {}
     for name, new in zip(names, proposed, strict=True):
         if new != name:
             if new in reserved or new in taken or not is_valid_name(new, language):
                 new = _fresh(new, language, taken | reserved)
+            elif new in receivers and name not in receivers:
+                new = _fresh(new, language, taken | reserved | receivers)
             if roles[name] == "fun" and not ids.fun_may_take(new):  # a member it uses, a PHP keyword
                 new = _fresh(new, language, taken | reserved | members | {new})
             taken.add(new)

@@ -80,6 +80,14 @@ def identifiers_and_comments(
     return language_spec(language).identifiers.analysis(snippet)
 
 
+@functools.lru_cache(maxsize=64)
+def receiver_names(language: str) -> frozenset[str]:
+    """The names only a name that already is one may take in ``language`` where the renamed code is analysed
+    again (``IdentifierRules.receivers``; ``csbench.attacks.renaming.settle``)."""
+    _check_language(language)
+    return language_spec(language).identifiers.receivers
+
+
 @functools.lru_cache(maxsize=1 << 16)  # the attacks check the same names over and over
 def is_valid_name(name: str, language: str) -> bool:
     """Whether ``name`` can replace a defined name in ``language`` (PHP: without the ``$``; the
@@ -324,6 +332,27 @@ def add_method_name(
     else:
         spans[fun_name] = sorted({(node.start_byte - start, node.end_byte - start) for node in calls})
         roles[fun_name] = (calls[0].start_byte, "fun")
+
+
+def called_members(data: bytes, pattern: re.Pattern[bytes], comments: Sequence[Node], start: int) -> frozenset[str]:
+    """The names ``pattern`` (one group) finds in ``data`` outside its ``comments`` (nodes of the tree whose
+    snippet starts at byte ``start``): the members a method reaches through its receiver and the functions
+    it calls by name, which its own new name must not be (``Identifiers.members``): Java ``int assign(int
+    duration) { return this.duration(duration); }`` renamed ``duration`` (its parameter moving away) would
+    call itself. Found in the text, strings included: a few more names refused to the function, never one
+    allowed that must not be. Comments are left out, so the code and its comment-free version (what an
+    attack renames) refuse the same names."""
+    if comments:
+        text = bytearray(data)
+        for node in comments:
+            a, b = max(node.start_byte - start, 0), max(node.end_byte - start, 0)
+            text[a:b] = b" " * (b - a)
+        data = bytes(text)
+    data = _AROUND_ACCESS.sub(rb"\1", data)  # ``at . length (`` (tokenized code): ``at.length(``, not a bare call
+    return frozenset(found.decode("utf-8", "replace") for found in pattern.findall(data))
+
+
+_AROUND_ACCESS = re.compile(rb"\s*(\.|->|::)\s*")
 
 
 @cython.locals(first=cython.Py_ssize_t, last=cython.Py_ssize_t)

@@ -131,6 +131,11 @@ class IdentifierRules:
     # is not reserved (keywords, predeclared names the language forbids to rebind).
     name_syntax: re.Pattern[str] | Callable[[str], bool]
     reserved: frozenset[str]
+    # Names only a name that already is one may take where the renamed code is analysed again, by a later
+    # renaming of a composed spec (Python's receivers ``self``, ``cls``: a plain function whose first
+    # parameter became ``self`` would be analysed as a method): ``settle(..., analysed_again=True)`` gives
+    # another name proposed one a fresh name. A single renaming may give it (meaning is kept either way).
+    receivers: frozenset[str] = frozenset()
     # The source of the analysis query (built on first use: the grammar decides which of the listed
     # node kinds exist); ``None`` for an analysis that walks the tree itself (Python).
     query: Callable[[], str] | None = None

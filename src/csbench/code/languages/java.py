@@ -21,11 +21,24 @@ from tree_sitter import Node
 
 from csbench.code.comments import Snippet
 from csbench.code.extract import WALK_INTO, Definition, node_text, walk_definitions
-from csbench.code.identifiers import Blocks, add_method_name, any_kind, assemble, begin_analysis, is_name, resolve
+from csbench.code.identifiers import (
+    Blocks,
+    add_method_name,
+    any_kind,
+    assemble,
+    begin_analysis,
+    called_members,
+    is_name,
+    resolve,
+)
 from csbench.code.languages import DataFlowGrammar, Documentation, IdentifierRules, Language, SpecialMethods
 from csbench.code.languages.base import Identifiers, Scopes
 
 # ------------------------------------------------------------------------------------- identifiers
+
+# what a method calls by name, with ``this.`` or without (``Identifiers.members``: not its new name)
+# (fields are another namespace: ``this.x`` without a call is not one)
+_JAVA_CALLED = re.compile(rb"(?:\bthis\.|(?<![\w$.]))([A-Za-z_$][\w$]*)\s*\(")
 
 JAVA_KEYWORDS = frozenset(
     [
@@ -210,7 +223,8 @@ def analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     used: set[str] = set()
     spans, roles, _ = resolve(found["id"], snippet, binding_roles, scopes, bad, used, non_variables)
     add_method_name(fun_name, extra, start, spans, roles, bad)
-    return assemble(spans, roles, bad, used, JAVA_KEYWORDS), found["comment"]
+    members = called_members(data, _JAVA_CALLED, found["comment"], start) if fun_name is not None else frozenset()
+    return assemble(spans, roles, bad, used, JAVA_KEYWORDS, members=members), found["comment"]
 
 
 # ------------------------------------------------------------------------------ function extraction

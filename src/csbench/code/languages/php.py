@@ -30,11 +30,16 @@ from tree_sitter import Node
 
 from csbench.code.comments import Snippet
 from csbench.code.extract import WALK_INTO, Definition, node_text, walk_definitions
-from csbench.code.identifiers import any_kind, begin_analysis, is_name
+from csbench.code.identifiers import any_kind, begin_analysis, called_members, is_name
 from csbench.code.languages import DataFlowGrammar, Documentation, IdentifierRules, Language, SpecialMethods
 from csbench.code.languages.base import Identifiers
 
 # ------------------------------------------------------------------------------------- identifiers
+
+# what a function calls through ``$this->`` / ``self::`` / ``static::`` or by name (``Identifiers.members``: not its
+# new name)
+# (properties are another namespace: ``$this->x`` without a call is not one)
+_PHP_CALLED = re.compile(rb"(?:\$this->|\b(?:self|static)::|(?<![\w$>:\\]))(\w+)\s*\(")
 
 PHP_SPECIAL_VARIABLES = frozenset(
     {
@@ -237,6 +242,7 @@ def analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         roles={name: roles[name] for name in names},
         occurrences={name: occurrences[name] for name in names},
         reserved=frozenset(used - set(names)),
+        members=called_members(data, _PHP_CALLED, found["comment"], start) if fun_name in names else frozenset(),
         fun_keywords=PHP_KEYWORDS if plain else frozenset(),
     ), found["comment"]
 

@@ -55,7 +55,13 @@ LANGUAGE = Language(
     documentation=Documentation(style="docstring", line_marker=re.compile(r"^")),
     special=SpecialMethods(pattern=re.compile(r"^__\w+__$")),
     definitions=definitions,
-    identifiers=IdentifierRules(analysis=analysis, name_syntax=str.isidentifier, reserved=frozenset(keyword.kwlist)),
+    # Where the renamed code is analysed again (a composed spec), only a receiver takes a receiver's name: a
+    # plain function whose first parameter became ``self`` would read as a method, to this analysis, which
+    # then takes ``self.name`` for the method and a bare ``name`` for a global (the next renaming changed what
+    # the code does: tests/attacks/test_renamed_analysed_alike.py).
+    identifiers=IdentifierRules(
+        analysis=analysis, name_syntax=str.isidentifier, reserved=frozenset(keyword.kwlist), receivers=RECEIVERS
+    ),
     dataflow=DataFlowGrammar(
         definitions={"default_parameter": ("name", "value")},
         paired_assignments=frozenset({"assignment", "augmented_assignment", "for_in_clause"}),

@@ -25,7 +25,16 @@ from tree_sitter import Node
 
 from csbench.code.comments import Snippet
 from csbench.code.extract import Definition, in_document_order, node_text
-from csbench.code.identifiers import Blocks, add_method_name, any_kind, assemble, begin_analysis, is_name, resolve
+from csbench.code.identifiers import (
+    Blocks,
+    add_method_name,
+    any_kind,
+    assemble,
+    begin_analysis,
+    called_members,
+    is_name,
+    resolve,
+)
 from csbench.code.languages import DataFlowGrammar, Documentation, IdentifierRules, Language, SpecialMethods
 from csbench.code.languages.base import Identifiers, Scopes, Spans
 from csbench.code.parsing import walk
@@ -33,6 +42,9 @@ from csbench.code.parsing import walk
 # ------------------------------------------------------------------------------------- identifiers
 
 _RUBY_NAME = re.compile(r"^[a-z_][A-Za-z0-9_]*$")
+# what a method calls through ``self.`` or by name with parentheses (``Identifiers.members``: not its new name)
+_RUBY_CALLED = re.compile(rb"(?:\bself\s*\.\s*|(?<![\w@$:.])(?=\w+[?!]?\())(\w+[?!]?)")
+
 RUBY_KEYWORDS = frozenset(
     [
         "BEGIN",
@@ -196,7 +208,8 @@ def analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     if fun_name is not None and any(start <= node.start_byte < end for node in found["super"]):
         bad.add(fun_name)  # ``super`` calls the parent's method of the method's own name
     add_method_name(fun_name, extra, start, spans, roles, bad)
-    return assemble(spans, roles, bad, used, RUBY_KEYWORDS), found["comment"]
+    members = called_members(data, _RUBY_CALLED, found["comment"], start) if fun_name is not None else frozenset()
+    return assemble(spans, roles, bad, used, RUBY_KEYWORDS, members=members), found["comment"]
 
 
 def _ruby_keyword_names(parameters: Node | None) -> set[str]:
