@@ -334,25 +334,78 @@ def add_method_name(
         roles[fun_name] = (calls[0].start_byte, "fun")
 
 
-def called_members(data: bytes, pattern: re.Pattern[bytes], comments: Sequence[Node], start: int) -> frozenset[str]:
-    """The names ``pattern`` (one group) finds in ``data`` outside its ``comments`` (nodes of the tree whose
-    snippet starts at byte ``start``): the members a method reaches through its receiver and the functions
-    it calls by name, which its own new name must not be (``Identifiers.members``): Java ``int assign(int
-    duration) { return this.duration(duration); }`` renamed ``duration`` (its parameter moving away) would
-    call itself. Found in the text, strings included: a few more names refused to the function, never one
-    allowed that must not be. Comments are left out, so the code and its comment-free version (what an
-    attack renames) refuse the same names."""
-    if comments:
-        text = bytearray(data)
-        for node in comments:
-            a, b = max(node.start_byte - start, 0), max(node.end_byte - start, 0)
-            text[a:b] = b" " * (b - a)
-        data = bytes(text)
-    data = _AROUND_ACCESS.sub(rb"\1", data)  # ``at . length (`` (tokenized code): ``at.length(``, not a bare call
-    return frozenset(found.decode("utf-8", "replace") for found in pattern.findall(data))
+class CallSyntax(NamedTuple):
+    """How a language calls a method of the object a method runs on (``called_names``)."""
+
+    receivers: tuple[bytes, ...]  # the receiver's spellings: ``this``, ``$this``, ``self``, ``static``
+    access: tuple[bytes, ...]  # what joins it to the member: ``.``, ``->``, ``::``
+    parenthesized: bool  # a member is a call only with ``(`` after it (Java, PHP: fields are another namespace)
 
 
-_AROUND_ACCESS = re.compile(rb"\s*(\.|->|::)\s*")
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$@")
+_SPACE_BYTES = frozenset(b" \t\r\n\f\v")
+
+
+@cython.locals(i=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t)
+def called_names(
+    data: bytes, spans: Spans, fun_name: str | None, syntax: CallSyntax, comments: Sequence[Node], start: int
+) -> frozenset[str]:
+    """The names of ``spans`` (a snippet's names and their occurrences' byte spans in ``data``, the snippet's
+    bytes) that the code also calls as a method of its own object or as a function (``this.name(``,
+    ``$this->name(``, ``self.name``, a bare ``name(``), outside ``comments`` (nodes of the tree whose snippet
+    starts at byte ``start``): its function's new name must not be one (``Identifiers.members``): Java
+    ``int assign(int duration) { return this.duration(duration); }`` renamed ``duration`` (its parameter moving
+    away) would call itself. A name the code calls but does not define is reserved anyway; a call inside a
+    string counts too (a name refused to the function that it could have taken)."""
+    out: list[str] = []
+    size = len(data)
+    for name, found in spans.items():
+        if name == fun_name:
+            continue
+        word = name.encode("utf-8")
+        n = len(word)
+        if data.count(word) == len(found):  # every occurrence is the name's own
+            continue
+        own = {a for a, _ in found}
+        i = data.find(word)
+        while i != -1:
+            j = i + n
+            whole = (i == 0 or data[i - 1] not in _NAME_BYTES) and (j >= size or data[j] not in _NAME_BYTES)
+            if whole and i not in own and _is_call(data, i, j, syntax) and not _in_comment(i, comments, start):
+                out.append(name)
+                break
+            i = data.find(word, j)
+    return frozenset(out)
+
+
+@cython.locals(i=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t, m=cython.Py_ssize_t)
+def _is_call(data: bytes, i: int, j: int, syntax: CallSyntax) -> bool:
+    """Whether the word ``data[i:j]`` is called on the code's own object or bare (``called_names``)."""
+    k = j
+    while k < len(data) and data[k] in _SPACE_BYTES:
+        k += 1
+    parenthesis = k < len(data) and data[k] == 40  # "("
+    k = i - 1
+    while k >= 0 and data[k] in _SPACE_BYTES:
+        k -= 1
+    if k < 0:
+        return parenthesis
+    for token in syntax.access:
+        if data.endswith(token, 0, k + 1):
+            m = k - len(token)
+            while m >= 0 and data[m] in _SPACE_BYTES:
+                m -= 1
+            for receiver in syntax.receivers:
+                r = m + 1 - len(receiver)
+                if r >= 0 and data.startswith(receiver, r) and (r == 0 or data[r - 1] not in _NAME_BYTES):
+                    return parenthesis or not syntax.parenthesized
+            return False  # a member of another object
+    return parenthesis and data[k] not in b":>\\"  # a bare call (not ``$obj->x(``, ``Foo::x(``, ``\\ns\\x(``)
+
+
+def _in_comment(i: int, comments: Sequence[Node], start: int) -> bool:
+    position = i + start
+    return any(node.start_byte <= position < node.end_byte for node in comments)
 
 
 @cython.locals(first=cython.Py_ssize_t, last=cython.Py_ssize_t)

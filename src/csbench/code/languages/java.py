@@ -23,11 +23,12 @@ from csbench.code.comments import Snippet
 from csbench.code.extract import WALK_INTO, Definition, node_text, walk_definitions
 from csbench.code.identifiers import (
     Blocks,
+    CallSyntax,
     add_method_name,
     any_kind,
     assemble,
     begin_analysis,
-    called_members,
+    called_names,
     is_name,
     resolve,
 )
@@ -36,9 +37,8 @@ from csbench.code.languages.base import Identifiers, Scopes
 
 # ------------------------------------------------------------------------------------- identifiers
 
-# what a method calls by name, with ``this.`` or without (``Identifiers.members``: not its new name)
-# (fields are another namespace: ``this.x`` without a call is not one)
-_JAVA_CALLED = re.compile(rb"(?:\bthis\.|(?<![\w$.]))([A-Za-z_$][\w$]*)\s*\(")
+
+_JAVA_CALLS = CallSyntax((b"this",), (b".",), parenthesized=True)  # what a method calls (not its new name)
 
 JAVA_KEYWORDS = frozenset(
     [
@@ -223,7 +223,7 @@ def analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     used: set[str] = set()
     spans, roles, _ = resolve(found["id"], snippet, binding_roles, scopes, bad, used, non_variables)
     add_method_name(fun_name, extra, start, spans, roles, bad)
-    members = called_members(data, _JAVA_CALLED, found["comment"], start) if fun_name is not None else frozenset()
+    members = called_names(data, spans, fun_name, _JAVA_CALLS, found["comment"], start) if fun_name else frozenset()
     return assemble(spans, roles, bad, used, JAVA_KEYWORDS, members=members), found["comment"]
 
 

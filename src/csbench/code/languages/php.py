@@ -30,16 +30,15 @@ from tree_sitter import Node
 
 from csbench.code.comments import Snippet
 from csbench.code.extract import WALK_INTO, Definition, node_text, walk_definitions
-from csbench.code.identifiers import any_kind, begin_analysis, called_members, is_name
+from csbench.code.identifiers import CallSyntax, any_kind, begin_analysis, called_names, is_name
 from csbench.code.languages import DataFlowGrammar, Documentation, IdentifierRules, Language, SpecialMethods
 from csbench.code.languages.base import Identifiers
 
 # ------------------------------------------------------------------------------------- identifiers
 
-# what a function calls through ``$this->`` / ``self::`` / ``static::`` or by name (``Identifiers.members``: not its
-# new name)
-# (properties are another namespace: ``$this->x`` without a call is not one)
-_PHP_CALLED = re.compile(rb"(?:\$this->|\b(?:self|static)::|(?<![\w$>:\\]))(\w+)\s*\(")
+
+# what a function calls on its object or by name (not its new name)
+_PHP_OWN_CALLS = CallSyntax((b"$this", b"self", b"static"), (b"->", b"::"), parenthesized=True)
 
 PHP_SPECIAL_VARIABLES = frozenset(
     {
@@ -242,7 +241,9 @@ def analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
         roles={name: roles[name] for name in names},
         occurrences={name: occurrences[name] for name in names},
         reserved=frozenset(used - set(names)),
-        members=called_members(data, _PHP_CALLED, found["comment"], start) if fun_name in names else frozenset(),
+        members=called_names(data, occurrences, fun_name, _PHP_OWN_CALLS, found["comment"], start)
+        if fun_name in names
+        else frozenset(),
         fun_keywords=PHP_KEYWORDS if plain else frozenset(),
     ), found["comment"]
 

@@ -27,11 +27,12 @@ from csbench.code.comments import Snippet
 from csbench.code.extract import Definition, in_document_order, node_text
 from csbench.code.identifiers import (
     Blocks,
+    CallSyntax,
     add_method_name,
     any_kind,
     assemble,
     begin_analysis,
-    called_members,
+    called_names,
     is_name,
     resolve,
 )
@@ -42,8 +43,8 @@ from csbench.code.parsing import walk
 # ------------------------------------------------------------------------------------- identifiers
 
 _RUBY_NAME = re.compile(r"^[a-z_][A-Za-z0-9_]*$")
-# what a method calls through ``self.`` or by name with parentheses (``Identifiers.members``: not its new name)
-_RUBY_CALLED = re.compile(rb"(?:\bself\s*\.\s*|(?<![\w@$:.])(?=\w+[?!]?\())(\w+[?!]?)")
+
+_RUBY_CALLS = CallSyntax((b"self",), (b".",), parenthesized=False)  # what a method calls (not its new name)
 
 RUBY_KEYWORDS = frozenset(
     [
@@ -208,7 +209,7 @@ def analysis(snippet: Snippet) -> tuple[Identifiers, list[Node]]:
     if fun_name is not None and any(start <= node.start_byte < end for node in found["super"]):
         bad.add(fun_name)  # ``super`` calls the parent's method of the method's own name
     add_method_name(fun_name, extra, start, spans, roles, bad)
-    members = called_members(data, _RUBY_CALLED, found["comment"], start) if fun_name is not None else frozenset()
+    members = called_names(data, spans, fun_name, _RUBY_CALLS, found["comment"], start) if fun_name else frozenset()
     return assemble(spans, roles, bad, used, RUBY_KEYWORDS, members=members), found["comment"]
 
 
