@@ -22,6 +22,7 @@ import yaml
 from test_attack_digests import real_sets
 
 from csbench.attacks import ATTACKS, languages, parse_spec, run_attack
+from csbench.attacks import engine as E
 from csbench.attacks import stream as S
 from csbench.cli import main
 from csbench.io import ParquetStream, write_parquet
@@ -241,6 +242,32 @@ def test_kept_analyses_are_taken_back_only_for_the_same_jobs(piece, tmp_path, mo
     assert view.take(1, "renamed", jobs[:1]) == [("renamed code", {"f": "g"}, "")]
     assert view.take(0, "analysed", jobs) == analysed
     assert list((tmp_path / "out").iterdir()) == []  # the file has no name
+    kept.close()
+
+
+def test_kept_analyses_come_back_equal_on_real_code(tmp_path) -> None:
+    """Every field of the kept analyses survives the file (JSON, not pickle): names, roles, spans, reserved
+    names, members, a PHP function's keywords, the comment edits, the failures, in the seven languages."""
+    from test_settle_accepted import _codes
+
+    from csbench.attacks import renaming as R
+    from csbench.code.identifiers import IMPLEMENTED
+
+    kept = S._KeptAnalyses(tmp_path)
+    fields = {"members": 0, "fun_keywords": 0, "edits": 0, "failures": 0}
+    for step, language in enumerate(IMPLEMENTED):
+        jobs = [(code, language, False) for code in _codes(language)[:150]] + [("x", "no such language", False)]
+        analysed = [E._analyse_job(job) for job in jobs]
+        fields["members"] += sum(bool(a and a.identifiers.members) for a, _, _ in analysed)
+        fields["fun_keywords"] += sum(bool(a and a.identifiers.fun_keywords) for a, _, _ in analysed)
+        fields["edits"] += sum(bool(a and a.edits) for a, _, _ in analysed)
+        fields["failures"] += sum(a is None for a, _, _ in analysed)
+        kept.chunk(0).put(step, "analysed", jobs, analysed)
+        assert kept.chunk(0).take(step, "analysed", jobs) == analysed, language
+        renamed = E._rename_analysed(analysed, [j[1] for j in jobs], [j[0] for j in jobs], R.ordered_id, {})
+        kept.chunk(1).put(step, "renamed", jobs, renamed)
+        assert kept.chunk(1).take(step, "renamed", jobs) == renamed, language
+    assert all(fields.values()), fields  # each field was exercised
     kept.close()
 
 

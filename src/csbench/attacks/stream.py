@@ -20,16 +20,16 @@ the whole dataset at once (tests/attacks/test_attack_stream.py: every registered
 cut into batches of several sizes, equals ``run_attack``). The report counts each distinct snippet once,
 as ``run_attack``'s does. A dataset-wide renaming costs one more pass over the dataset (two when two are
 composed), which ``run_attack`` does not need: the ``attack`` phase streams only a dataset of more than
-``batch_rows`` rows. The survey pass keeps each chunk's analyses in a temporary file (``_KeptAnalyses``),
+``batch_rows`` rows. The survey pass keeps each chunk's analyses in a temporary file (``_KeptAnalyses``, as JSON),
 so the renaming pass parses and analyses nothing again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
-import pickle
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,7 +41,9 @@ import pandas as pd
 from tqdm import tqdm
 
 from csbench.attacks.engine import AttackReport, attack_snippets, attacked_frame, survey_snippets
+from csbench.attacks.renaming import Analysis
 from csbench.attacks.spec import Component, check_languages, parse_spec
+from csbench.code.languages.base import Identifiers
 from csbench.digests import text_key, text_keys
 
 log = logging.getLogger("csbench")
@@ -255,7 +257,61 @@ def _survey(
     return contexts
 
 
-_KEPT_PIECE = 1024  # analyses pickled at once: what bounds the pickler's memo (all its objects)
+_KEPT_PIECE = 1024  # analyses encoded at once (one line of JSON)
+_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))  # (a lone surrogate as \\udcxx, read back)
+
+
+def _bytes_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _text_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _encode_analysed(item: tuple) -> list:
+    """An ``_analyse_batch`` result as JSON values: (Analysis or None, kept code, error)."""
+    analysis, kept, error = item
+    if analysis is None:
+        return [None, kept, error]
+    ids = analysis.identifiers
+    return [
+        [
+            analysis.language,
+            _bytes_text(analysis.data),
+            [[a, b, _bytes_text(text)] for a, b, text in analysis.edits],
+            list(ids.names),
+            ids.roles,
+            ids.occurrences,
+            sorted(ids.reserved),
+            sorted(ids.members),
+            sorted(ids.fun_keywords),
+        ],
+        kept,
+        error,
+    ]
+
+
+def _decode_analysed(item: list) -> tuple:
+    plain, kept, error = item
+    if plain is None:
+        return None, kept, error
+    language, data, edits, names, roles, occurrences, reserved, members, fun_keywords = plain
+    ids = Identifiers(
+        names=tuple(names),
+        roles=roles,
+        occurrences={name: tuple(map(tuple, spans)) for name, spans in occurrences.items()},
+        reserved=frozenset(reserved),
+        members=frozenset(members),
+        fun_keywords=frozenset(fun_keywords),
+    )
+    edits = tuple((a, b, _text_bytes(text)) for a, b, text in edits)
+    return Analysis(language, _text_bytes(data), edits, ids), kept, error
+
+
+# kind -> (encoder, decoder) of one kept item: "analysed" (``_analyse_batch``), "renamed" (``engine.Renamed``)
+_ENCODERS = {"analysed": _encode_analysed, "renamed": list}
+_DECODERS = {"analysed": _decode_analysed, "renamed": tuple}
 
 
 class _KeptAnalyses:
@@ -263,11 +319,11 @@ class _KeptAnalyses:
     survey): the analyses of the surveyed dataset-wide renaming step and the results of the renaming steps
     before it (``csbench.attacks.engine.KeptAnalyses``), so each snippet is parsed and analysed once per
     step, as ``run_attack`` does, not once more per pass (benchmarks/bench_attack_stream.py). They are
-    pickled into a temporary file beside the output (about twice the size of the code, per kept step;
-    removed when closed) that has no name on Linux (``O_TMPFILE``) and is written and read back only by
-    this process: nothing from elsewhere is unpickled. A chunk's work is taken back only for the very
-    jobs it was made of (their digest, checked); a chunk not kept, or a write that fails (a full disk:
-    warned once, nothing more is kept), is worked on again, to the same result."""
+    written as lines of JSON (nothing is pickled) into a temporary file beside the output (a few times the
+    size of the code, per kept step; removed when closed) that has no name on Linux (``O_TMPFILE``) and is
+    written and read back only by this process. A chunk's work is taken back only for the very jobs it was
+    made of (their digest, checked); a chunk not kept, or a write that fails (a full disk: warned once,
+    nothing more is kept), is worked on again, to the same result."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -291,8 +347,10 @@ class _KeptAnalyses:
             if self.handle is None:
                 self.handle = self._open()
             self.handle.seek(self.end)
-            for start in range(0, len(value), _KEPT_PIECE):  # a pickler's memo holds every object it wrote
-                pickle.dump(value[start : start + _KEPT_PIECE], self.handle, protocol=pickle.HIGHEST_PROTOCOL)
+            encode = _ENCODERS[kind]
+            for start in range(0, len(value), _KEPT_PIECE):  # one line of JSON per piece: no copy of it all
+                self.handle.write(_JSON.encode([encode(v) for v in value[start : start + _KEPT_PIECE]]).encode())
+                self.handle.write(b"\n")
             self.handle.flush()
             end = self.handle.tell()
         except OSError as err:  # what was kept before stays whole: nothing is written over it
@@ -313,8 +371,9 @@ class _KeptAnalyses:
             return None
         self.handle.seek(offset)
         value: list = []
-        while self.handle.tell() < offset + size:  # (written above by this process, in a file without a name)
-            value += pickle.load(self.handle)
+        decode = _DECODERS[kind]
+        while self.handle.tell() < offset + size:
+            value += [decode(v) for v in json.loads(self.handle.readline())]
         if self.handle.tell() != offset + size:  # pragma: no cover - a file changed under this process
             raise OSError(f"the attack's kept analyses: {self.handle.tell() - offset} of {size} bytes read at {offset}")
         return value
