@@ -181,6 +181,9 @@ def shift_identifiers(ids: Identifiers, edits: Sequence[Edit]) -> Identifiers:
 # ------------------------------------------------------------------------------------------ settling
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def settle(ids: Identifiers, language: str, proposals: Mapping, analysed_again: bool = False) -> Mapping:
     """The renaming ``old -> new`` for every defined name, from ``proposals`` (names not proposed keep
     theirs), with each proposal made valid, unique and capture-free (module docstring). Names that keep
@@ -193,14 +196,13 @@ def settle(ids: Identifiers, language: str, proposals: Mapping, analysed_again: 
     reserved = ids.reserved  # taken too, without copying it for every snippet
     members, roles = ids.members, ids.roles  # (members: names a method must not take)
     taken = {name for name, new in zip(names, proposed, strict=True) if new == name}
-    receivers = receiver_names(language) if analysed_again else frozenset()
+    receivers = receiver_names(language) if analysed_again else _NONE
     final: Mapping = {}
     for name, new in zip(names, proposed, strict=True):
         if new != name:
-            if new in reserved or new in taken or not is_valid_name(new, language):
-                new = _fresh(new, language, taken | reserved)
-            elif new in receivers and name not in receivers:
-                new = _fresh(new, language, taken | reserved | receivers)
+            refused = receivers if name not in receivers else _NONE  # (the fresh name may not be one either)
+            if new in reserved or new in taken or new in refused or not is_valid_name(new, language):
+                new = _fresh(new, language, taken | reserved | refused)
             if roles[name] == "fun" and not ids.fun_may_take(new):  # a member it uses, a PHP keyword
                 new = _fresh(new, language, taken | reserved | members | {new})
             taken.add(new)

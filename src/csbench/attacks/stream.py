@@ -406,13 +406,10 @@ class _ChunkAnalyses:
 
 
 def _jobs_digest(jobs: list[tuple[str, str, bool]]) -> bytes:
-    """BLAKE2b-128 of the analysis jobs (code, language, comments kept), each length-prefixed."""
-    h = hashlib.blake2b(digest_size=16)
-    for code, language, keep in jobs:
-        data = code.encode("utf-8", "surrogatepass")
-        h.update(b"%d\0%s\0%d\0" % (len(data), language.encode(), keep))
-        h.update(data)
-    return h.digest()
+    """16 bytes that stand for the analysis jobs: BLAKE2b-128 of their keys (``csbench.digests.text_keys`` of
+    language, comments kept and code, as ``snippet_key`` keys a snippet)."""
+    keys = text_keys(f"{language}\0{int(keep)}\0{code}" for code, language, keep in jobs)
+    return hashlib.blake2b(keys.tobytes(), digest_size=16).digest()
 
 
 class _Every:
