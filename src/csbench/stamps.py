@@ -236,14 +236,19 @@ class Verified:
             raise
         return handle
 
-    def frame(self, name: str, columns: list[str] | None = None):
+    def frame(self, name: str, columns: list[str] | None = None, present: bool = False):
         """A Parquet file of the folder as a DataFrame, parsed from the very bytes that were checked
-        (without a copy: what ``pd.read_parquet`` gives, in the same time plus the hashing)."""
+        (without a copy: what ``pd.read_parquet`` gives, in the same time plus the hashing); only
+        ``columns`` where given (``present``: those of them the file has; otherwise a missing one is an
+        error)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        data = self.read_bytes(name)
-        return pq.read_table(pa.BufferReader(pa.py_buffer(data)), columns=columns).to_pandas()
+        data = pa.py_buffer(self.read_bytes(name))
+        if columns is not None and present:
+            names = set(pq.read_schema(pa.BufferReader(data)).names)
+            columns = [column for column in columns if column in names]
+        return pq.read_table(pa.BufferReader(data), columns=columns).to_pandas()
 
     def json(self, name: str) -> Any:
         return json.loads(bytes(self.read_bytes(name)).decode("utf-8"))

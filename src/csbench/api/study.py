@@ -72,8 +72,16 @@ def study_estimates(config: Config) -> list[ModelEstimate]:
 
 
 def _frame(dataset: str, attack: str, name: str) -> pd.DataFrame | None:
+    """An attacked split's columns that indexing and searching read (``runner.POOL_COLUMNS``; those it has)."""
+    import pyarrow.parquet as pq
+
+    from csbench.evaluate.runner import POOL_COLUMNS
+
     file = paths.attacked_dir(dataset, attack) / name
-    return pd.read_parquet(file) if file.is_file() else None
+    if not file.is_file():
+        return None
+    present = set(pq.read_schema(file).names)
+    return pd.read_parquet(file, columns=[column for column in POOL_COLUMNS if column in present])
 
 
 def _pools(config: Config, dataset: str, attack: str) -> dict[str, pd.DataFrame] | None:

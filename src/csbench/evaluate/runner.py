@@ -92,6 +92,28 @@ def _has_func_names(pool: pd.DataFrame) -> bool:
     return "func_name" in pool and any(isinstance(name, str) and name for name in pool["func_name"])
 
 
+# The columns of a split (test pool, codebase, validation split) that indexing and searching read: what a
+# protocol or a retriever looks up. The others (docstring, renaming, path, repo, ...) are never read by
+# `index`, `evaluate` or `robust`; reading them only held them (#28: the 1 M growth corpus's test split is
+# 107 k rows, its docstring and renaming columns alone 25 MiB of text).
+POOL_COLUMNS = ("id", "query", "code", "language", "func_name", "url")
+
+
+def pool_columns(protocols: list[str], encode: bool, special_tokens: bool = False) -> dict[str, list[str]]:
+    """The columns to read of each split kind (``test``, ``codebase``, ``valid``): ``POOL_COLUMNS`` where
+    the pools are encoded (``encode``: ``build_index``, an encoding shard); where they are searched from a
+    saved index (``search``), what it looks up: the test pool's ids, queries, languages, function names
+    (whether csn-funcname is evaluated) and urls (the codebase's answers), its code texts only where a
+    protocol's queries are made from them (csn-funcname) or released pairs lose GeCS's special tokens
+    (``special_tokens``); the codebase's ids and urls; the validation split's ids and queries. A column a
+    split lacks is left out (what the split has decides, as before)."""
+    if encode:
+        return {kind: list(POOL_COLUMNS) for kind in ("test", "codebase", "valid")}
+    codes = special_tokens or any(getattr(PROTOCOLS.get(name), "texts", "test") == FUNCNAME_KIND for name in protocols)
+    test = ["id", "query", "language", "func_name", "url", *(["code"] if codes else [])]
+    return {"test": test, "codebase": ["id", "url"], "valid": ["id", "query"]}
+
+
 def pool_kinds(
     pool: pd.DataFrame, protocols: list[str], codebase: pd.DataFrame | None, valid: pd.DataFrame | None = None
 ) -> list[str]:

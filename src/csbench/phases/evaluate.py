@@ -35,8 +35,9 @@ def evaluate(ctx: Context, run: RunKey) -> Path:
     unstamp(out)
     index, index_file = index_phase.load_index(run, ctx, attacked)
     started = time.perf_counter()
-    pool, codebase, valid = index_phase.read_pools(attacked, evaluation["protocols"])
     setup, matching_inputs = matching_setup(ctx, run, index)
+    special_tokens = bool(setup is not None and setup.special_tokens)
+    pool, codebase, valid = index_phase.read_pools(attacked, evaluation["protocols"], False, special_tokens)
     judgements, qrels_inputs = graded_judgements(ctx, run.dataset, evaluation["protocols"])
     matching_inputs |= qrels_inputs
     outcomes, timings = search(
@@ -263,11 +264,11 @@ def matching_setup(ctx: Context, run: RunKey, index):
 def _borrowed_threshold_split(ctx: Context, run: RunKey, other: Verified, dataset: str):
     """Another dataset's validation split and the run's model, indexed on it: where a borrowed
     matching threshold is chosen."""
-    from csbench.evaluate.runner import has_valid
+    from csbench.evaluate.runner import POOL_COLUMNS, has_valid
     from csbench.models.build import retriever_factory
 
     config = ctx.config
-    frame = other.frame("valid.parquet")
+    frame = other.frame("valid.parquet", columns=list(POOL_COLUMNS), present=True)
     if not has_valid(frame):
         raise ValueError(f"evaluation.match_threshold: {dataset}'s validation split has {len(frame)} records")
     best = index_phase.checkpoint(run, ctx)

@@ -79,13 +79,21 @@ def embedding_cache(ctx: Context):
     return from_setting(ctx.config.embedding_cache)
 
 
-def read_pools(attacked: Verified, protocols: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+def read_pools(
+    attacked: Verified, protocols: list[str], encode: bool = True, special_tokens: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
     """The test pool, the codebase, and the validation split when a matching protocol needs it (it
-    chooses its threshold there), each checked against the attacked folder's stamp as it is read."""
-    from csbench.evaluate.runner import matching_protocols
+    chooses its threshold there), each checked against the attacked folder's stamp as it is read; only
+    the columns that encoding them (``encode``) or searching them reads (``runner.pool_columns``)."""
+    from csbench.evaluate.runner import matching_protocols, pool_columns
 
-    valid = attacked.frame("valid.parquet") if matching_protocols(protocols) else None
-    return attacked.frame("test.parquet"), attacked.frame(f"{paths.POOL_SPLIT}.parquet"), valid
+    columns = pool_columns(protocols, encode, special_tokens)
+
+    def read(kind: str, file: str) -> pd.DataFrame:
+        return attacked.frame(file, columns=columns[kind], present=True)
+
+    valid = read("valid", "valid.parquet") if matching_protocols(protocols) else None
+    return read("test", "test.parquet"), read("codebase", f"{paths.POOL_SPLIT}.parquet"), valid
 
 
 def index_model(run: RunKey, ctx: Context, attacked: Verified) -> dict:

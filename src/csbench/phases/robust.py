@@ -64,9 +64,9 @@ def robust(ctx: Context, run: RunKey, perturbation: str | None = None, ratio: st
     kept = kept_outputs(out, expected) if perturbation is not None or ratio is not None else {}
     unstamp(out)
     index, _ = index_phase.load_index(run, ctx, attacked)
-    pools = attacked.frame("test.parquet"), attacked.frame(f"{paths.POOL_SPLIT}.parquet")
-    inputs = attacked.inputs(["test.parquet", f"{paths.POOL_SPLIT}.parquet"])
     protocol = config.robustness.get("protocol", "full-corpus")
+    pools = index_phase.read_pools(attacked, [protocol], encode=False)[:2]
+    inputs = attacked.inputs(["test.parquet", f"{paths.POOL_SPLIT}.parquet"])
     judgements, qrels_inputs = graded_judgements(ctx, run.dataset, [protocol])
     inputs |= qrels_inputs
     point_files = []
