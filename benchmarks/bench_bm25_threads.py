@@ -36,7 +36,7 @@ protocols = sys.argv[2].split(",")
 started = time.perf_counter()
 outcomes, _ = evaluate_pool(BM25Retriever(), pool, protocols, 10, "bench", progress=False)
 seconds = time.perf_counter() - started
-record = {n: [o.query_ids, o.ranks, o.top1, o.run_lines, o.plan_note] for n, o in sorted(outcomes.items())}
+record = {n: [o.query_ids, o.ranks, o.top1, list(o.run_lines), o.plan_note] for n, o in sorted(outcomes.items())}
 print(json.dumps({"seconds": seconds, "digest": hashlib.sha256(json.dumps(record).encode()).hexdigest()}))
 """
 

@@ -56,7 +56,7 @@ def _searched(pool, threads: int, concurrent: bool, monkeypatch) -> tuple[str, s
     retriever = Spy(concurrent)
     outcomes, _ = evaluate_pool(retriever, pool, PROTOCOLS, 10, "t", progress=False)
     record = {
-        name: [o.query_ids, o.ranks, o.n_candidates, o.top1, o.run_lines, o.plan_note]
+        name: [o.query_ids, o.ranks, o.n_candidates, o.top1, list(o.run_lines), o.plan_note]
         for name, o in sorted(outcomes.items())
     }
     return json.dumps(record), retriever.threads

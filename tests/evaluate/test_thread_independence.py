@@ -73,7 +73,7 @@ ids = [f"id{k:05d}" for k in range(2100)]
 pool = pd.DataFrame({"id": ids, "query": [f"query for code {k}" for k in range(2100)],
                      "code": [f"code {k}" for k in range(2100)], "func_name": [f"f{k}" for k in range(2100)]})
 outcomes, _ = evaluate_pool(Dense(), pool, PROTOCOLS, 10, "t", progress=False)
-print(json.dumps({name: hashlib.sha256(json.dumps([o.ranks, o.top1, o.run_lines]).encode()).hexdigest()
+print(json.dumps({name: hashlib.sha256(json.dumps([o.ranks, o.top1, list(o.run_lines)]).encode()).hexdigest()
                   for name, o in sorted(outcomes.items())}))
 """
 
@@ -106,7 +106,7 @@ ids = [f"id{k:05d}" for k in range(2100)]
 pool = pd.DataFrame({"id": ids, "query": [f"query for code {k}" for k in range(2100)],
                      "code": [f"code {k}" for k in range(2100)], "func_name": [f"f{k}" for k in range(2100)]})
 outcomes, _ = evaluate_pool(MaxSim(), pool, ["full-corpus", "id-chunks-1000"], 10, "t", progress=False)
-print(json.dumps({name: hashlib.sha256(json.dumps([o.ranks, o.top1, o.run_lines]).encode()).hexdigest()
+print(json.dumps({name: hashlib.sha256(json.dumps([o.ranks, o.top1, list(o.run_lines)]).encode()).hexdigest()
                   for name, o in sorted(outcomes.items())}))
 """
 

@@ -58,7 +58,4 @@ def record_graded(
     outcome.n_candidates.append(int(n_candidates))
     outcome.top1.append(ranked[0] if ranked else "")
     outcome.graded.append(metrics)
-    outcome.run_lines.extend(
-        f"{query_id} Q0 {doc} {pos} {float(score)!r} {run_name}"
-        for pos, (doc, score) in enumerate(zip(ranked, ranked_scores, strict=True), start=1)
-    )
+    outcome.run_lines.add(query_id, ranked, ranked_scores, run_name)  # scores written exactly (repr)

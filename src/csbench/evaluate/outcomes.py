@@ -4,12 +4,106 @@
 
 from __future__ import annotations
 
+import gzip
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import BinaryIO, overload
 
 import numpy as np
 
 from csbench.evaluate.metrics import NDCG_CUTOFF, RECALL_CUTOFFS, ndcg_at, rank_metrics, reciprocal_ranks
 from csbench.evaluate.protocols import PROTOCOLS, matching_metrics
+
+
+class RunLines(Sequence[str]):
+    """A ranking protocol's TREC run, ``<query> Q0 <doc> <position> <score> <run name>`` per listed
+    document, held compactly and made into lines as it is read or written.
+
+    Per query its id and run name, per listed document a reference to its id (the pool's own strings)
+    and its score in one float64 buffer: about 16 bytes a line where a line as a Python string took
+    over 120 (a 107 k-query run at ``run_depth`` 100 is 10.7 M lines, and its text was joined and
+    encoded whole to be written: tests/evaluate/test_run_lines.py). Scores are written ``%.6f`` (a
+    single-answer protocol's run) or ``exact`` (``repr``: a graded protocol's, so that trec_eval
+    reading the file scores what csbench scored).
+    Reads as the list of lines it stands for (``==`` compares lines with any sequence of them)."""
+
+    def __init__(self, exact: bool = False) -> None:
+        self.exact = exact
+        self._queries: list[str] = []
+        self._names: list[str] = []
+        self._starts = array("q", [0])  # query q's documents: [_starts[q], _starts[q + 1])
+        self._docs: list[str] = []
+        self._scores = array("d")
+
+    def add(self, query_id: str, docs: Sequence[str], scores: Sequence[float] | np.ndarray, run_name: str) -> None:
+        """Append one query's listed documents (best first) with their scores."""
+        values = np.ascontiguousarray(scores, dtype=np.float64).ravel()
+        if values.size != len(docs):
+            raise ValueError(f"{len(docs)} documents and {values.size} scores for query {query_id!r}")
+        self._queries.append(query_id)
+        self._names.append(run_name)
+        self._docs.extend(docs)
+        self._scores.frombytes(values.tobytes())
+        self._starts.append(len(self._docs))
+
+    def _line(self, query: int, k: int) -> str:
+        score = self._scores[k]
+        shown = repr(score) if self.exact else f"{score:.6f}"
+        position = k - self._starts[query] + 1
+        return f"{self._queries[query]} Q0 {self._docs[k]} {position} {shown} {self._names[query]}"
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        k = index + len(self) if index < 0 else index
+        if not 0 <= k < len(self):
+            raise IndexError("run line index out of range")
+        return self._line(bisect_right(self._starts, k) - 1, k)
+
+    def __iter__(self) -> Iterator[str]:
+        for query in range(len(self._queries)):
+            for k in range(self._starts[query], self._starts[query + 1]):
+                yield self._line(query, k)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
+
+    def __repr__(self) -> str:
+        return f"RunLines({len(self._queries)} queries, {len(self)} lines)"
+
+
+TREC_CHUNK_LINES = 8192  # lines made into text and compressed at a time by write_trec (under 1 MB of text)
+
+
+def write_trec(handle: BinaryIO, lines: Iterable[str]) -> None:
+    """Write ``lines`` to ``handle`` as a gzip-compressed TREC run file (each line and a newline; no
+    name and mtime 0 in the gzip header: identical content gives identical bytes), a chunk of lines
+    at a time: a run's text is never held whole. The same bytes as compressing the whole text at once
+    (tests/evaluate/test_run_lines.py)."""
+    with gzip.GzipFile(filename="", fileobj=handle, mode="wb", mtime=0) as out:
+        chunk: list[str] = []
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) == TREC_CHUNK_LINES:
+                out.write(("\n".join(chunk) + "\n").encode("utf-8"))
+                chunk = []
+        if chunk:
+            out.write(("\n".join(chunk) + "\n").encode("utf-8"))
 
 
 @dataclass
@@ -20,7 +114,7 @@ class ProtocolOutcome:
     ranks: list[int] = field(default_factory=list)
     n_candidates: list[int] = field(default_factory=list)
     top1: list[str] = field(default_factory=list)  # id of each query's best candidate
-    run_lines: list[str] = field(default_factory=list)
+    run_lines: RunLines = field(default_factory=RunLines)
 
     def metrics(self) -> dict:
         ranks = np.asarray(self.ranks, dtype=np.int64)
@@ -44,6 +138,7 @@ class GradedOutcome(ProtocolOutcome):
     (its first relevant document's, ``depth + 1`` when none is in the list)."""
 
     graded: list[dict[str, float]] = field(default_factory=list)
+    run_lines: RunLines = field(default_factory=lambda: RunLines(exact=True))
 
     def metrics(self) -> dict:
         protocol = PROTOCOLS.get(self.protocol)

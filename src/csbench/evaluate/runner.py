@@ -11,10 +11,9 @@ it searches in :mod:`csbench.evaluate.pool_index`, how matching decides its pair
 from __future__ import annotations
 
 import functools
-import gzip
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +27,7 @@ from csbench.evaluate.outcomes import MatchingOutcome as MatchingOutcome
 from csbench.evaluate.outcomes import ProtocolOutcome as ProtocolOutcome
 from csbench.evaluate.outcomes import tie_note as tie_note
 from csbench.evaluate.outcomes import top_k as top_k
+from csbench.evaluate.outcomes import write_trec as write_trec
 from csbench.evaluate.pair_matching import MATCH_PAIRS as MATCH_PAIRS
 from csbench.evaluate.pair_matching import NO_VALID_NOTE as NO_VALID_NOTE
 from csbench.evaluate.pair_matching import MatchingSetup as MatchingSetup
@@ -517,8 +517,7 @@ def _record(
     outcome.ranks.append(int(rank))
     outcome.n_candidates.append(int(n_candidates))
     outcome.top1.append(best_ids[0])
-    for pos, (doc, score) in enumerate(zip(best_ids[:run_depth], best_scores[:run_depth], strict=True), start=1):
-        outcome.run_lines.append(f"{query_id} Q0 {doc} {pos} {score:.6f} {run_name}")
+    outcome.run_lines.add(query_id, best_ids[:run_depth], best_scores[:run_depth], run_name)
 
 
 def _search_dense(job: _Search) -> Searched:
@@ -639,9 +638,9 @@ def _query_latencies(index: PoolIndex, kinds: list[str], queries: list[str]) -> 
     return latencies
 
 
-def trec_bytes(lines: list[str]) -> bytes:
-    """A gzip-compressed TREC run file, byte-identical for identical content (mtime 0)."""
+def trec_bytes(lines: Iterable[str]) -> bytes:
+    """A gzip-compressed TREC run file, byte-identical for identical content (mtime 0): what
+    :func:`write_trec` writes, in memory."""
     buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as handle:
-        handle.write(("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
+    write_trec(buffer, lines)
     return buffer.getvalue()

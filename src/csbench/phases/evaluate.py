@@ -87,7 +87,7 @@ def evaluate(ctx: Context, run: RunKey) -> Path:
 def _write_outcomes(out: Path, run: RunKey, outcomes: dict) -> tuple[list[str], list[dict], dict]:
     """``ranks.tsv``, a TREC run per ranking protocol and a TSV of decisions per matching one; the
     names of the run's files, its scores (protocol, metric, value) and what each protocol did."""
-    from csbench.evaluate.runner import MatchingOutcome, trec_bytes
+    from csbench.evaluate.runner import MatchingOutcome, write_trec
     from csbench.io import atomic_open
 
     written = ["ranks.tsv", "provenance.json", "metrics.json"]
@@ -108,7 +108,7 @@ def _write_outcomes(out: Path, run: RunKey, outcomes: dict) -> tuple[list[str], 
             for q, r, c, t in zip(outcome.query_ids, outcome.ranks, outcome.n_candidates, outcome.top1, strict=True)
         ]
         with atomic_open(out / f"run.{name}.trec.gz", "wb") as handle:
-            handle.write(trec_bytes(outcome.run_lines))
+            write_trec(handle, outcome.run_lines)
         written.append(f"run.{name}.trec.gz")
         written += _write_graded(out, name, outcome)
         if outcome.plan_note:
