@@ -724,3 +724,25 @@ def test_engine_path_equals_per_query_path(memory_mb: float) -> None:
         assert engine.run_lines == rows.run_lines, name
     ranks = np.array(runs["engine"]["full-corpus"].ranks)
     assert (ranks > 1).mean() > 0.5  # the fixture has real competition and ties
+
+
+def _top_k_sorting_everything(scores: np.ndarray, correct: int, k: int) -> np.ndarray:
+    """top_k's order by definition: every candidate sorted (score descending, NaN lowest; among equal
+    scores by index, the correct answer after the others), the first k."""
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    is_correct = np.zeros(scores.size, dtype=np.int8)
+    is_correct[correct] = 1
+    every = np.arange(scores.size)
+    return np.lexsort((every, is_correct, -scores))[:k]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_top_k_is_the_first_k_of_every_candidate_sorted(seed: int) -> None:
+    """Also where the k-th score is shared by most of the row (a BM25 row of zeros)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        n = int(rng.integers(1, 400))
+        scores = np.where(rng.random(n) < rng.random(), 0.0, rng.integers(-3, 4, size=n)).astype(np.float64)
+        scores[rng.random(n) < 0.03] = rng.choice([np.nan, np.inf, -np.inf, -0.0])
+        correct, k = int(rng.integers(0, n)), int(rng.integers(1, n + 2))
+        assert top_k(scores, correct, k).tolist() == _top_k_sorting_everything(scores, correct, k).tolist()
