@@ -25,7 +25,7 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -254,6 +254,15 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
 def write_parquet(path: str | os.PathLike[str], frame: pd.DataFrame) -> None:
     with atomic_path(path) as tmp:
         frame.to_parquet(tmp, index=False)
+
+
+def present_columns(source: Any, columns: Iterable[str]) -> list[str]:
+    """``columns``, in their order, less those the Parquet file ``source`` (a path, or a pyarrow
+    file such as a ``BufferReader``) lacks: its schema alone is read."""
+    import pyarrow.parquet as pq
+
+    names = set(pq.read_schema(source).names)
+    return [column for column in columns if column in names]
 
 
 def parquet_frames(handle: IO[bytes], rows: int, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:

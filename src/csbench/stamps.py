@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from csbench.io import canonical_hash, write_json
+from csbench.io import canonical_hash, present_columns, write_json
 from csbench.models.integrity import IntegrityError, sha256_of
 
 STAMP_FILE = "STAMP.json"
@@ -246,8 +246,7 @@ class Verified:
 
         data = pa.py_buffer(self.read_bytes(name))
         if columns is not None and present:
-            names = set(pq.read_schema(pa.BufferReader(data)).names)
-            columns = [column for column in columns if column in names]
+            columns = present_columns(pa.BufferReader(data), columns)
         return pq.read_table(pa.BufferReader(data), columns=columns).to_pandas()
 
     def json(self, name: str) -> Any:

@@ -73,15 +73,11 @@ def study_estimates(config: Config) -> list[ModelEstimate]:
 
 def _frame(dataset: str, attack: str, name: str) -> pd.DataFrame | None:
     """An attacked split's columns that indexing and searching read (``runner.POOL_COLUMNS``; those it has)."""
-    import pyarrow.parquet as pq
-
     from csbench.evaluate.runner import POOL_COLUMNS
+    from csbench.io import present_columns
 
     file = paths.attacked_dir(dataset, attack) / name
-    if not file.is_file():
-        return None
-    present = set(pq.read_schema(file).names)
-    return pd.read_parquet(file, columns=[column for column in POOL_COLUMNS if column in present])
+    return pd.read_parquet(file, columns=present_columns(file, POOL_COLUMNS)) if file.is_file() else None
 
 
 def _pools(config: Config, dataset: str, attack: str) -> dict[str, pd.DataFrame] | None:

@@ -9,7 +9,8 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO, overload
+from itertools import islice
+from typing import BinaryIO
 
 import numpy as np
 
@@ -17,7 +18,31 @@ from csbench.evaluate.metrics import NDCG_CUTOFF, RECALL_CUTOFFS, ndcg_at, rank_
 from csbench.evaluate.protocols import PROTOCOLS, matching_metrics
 
 
-class RunLines(Sequence[str]):
+class _Held(Sequence):
+    """What RunLines and QueryMeasures share: a sequence read item by item (``_item(k)`` for a
+    non-negative index in range), equal to any sequence of the same items, unhashable like the list it
+    stands for."""
+
+    def _item(self, k: int):
+        raise NotImplementedError
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._item(k) for k in range(*index.indices(len(self)))]
+        k = index + len(self) if index < 0 else index
+        if not 0 <= k < len(self):
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._item(k)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class RunLines(_Held):
     """A ranking protocol's TREC run, ``<query> Q0 <doc> <position> <score> <run name>`` per listed
     document, held compactly and made into lines as it is read or written.
 
@@ -57,18 +82,7 @@ class RunLines(Sequence[str]):
     def __len__(self) -> int:
         return len(self._docs)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[k] for k in range(*index.indices(len(self)))]
-        k = index + len(self) if index < 0 else index
-        if not 0 <= k < len(self):
-            raise IndexError("run line index out of range")
+    def _item(self, k: int) -> str:
         return self._line(bisect_right(self._starts, k) - 1, k)
 
     def __iter__(self) -> Iterator[str]:
@@ -76,18 +90,11 @@ class RunLines(Sequence[str]):
             for k in range(self._starts[query], self._starts[query + 1]):
                 yield self._line(query, k)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
-
     def __repr__(self) -> str:
         return f"RunLines({len(self._queries)} queries, {len(self)} lines)"
 
 
-class QueryMeasures(Sequence[dict[str, float]]):
+class QueryMeasures(_Held):
     """Per query, a graded protocol's trec_eval measures (``{name: value}``), held as one float64
     buffer under one list of names (about 240 bytes a query for 30 measures, where a dict of them took
     about 1.6 KB). Reads as the list of dicts it stands for; ``column(name)``: one measure of every
@@ -113,27 +120,9 @@ class QueryMeasures(Sequence[dict[str, float]]):
             return np.empty(0)
         return np.frombuffer(self._values, dtype=np.float64)[self.names.index(name) :: len(self.names)].copy()
 
-    @overload
-    def __getitem__(self, index: int) -> dict[str, float]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, float]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, float] | list[dict[str, float]]:
-        if isinstance(index, slice):
-            return [self[k] for k in range(*index.indices(len(self)))]
-        k = index + len(self) if index < 0 else index
-        if not 0 <= k < len(self) or self.names is None:
-            raise IndexError("query index out of range")
-        width = len(self.names)
-        return dict(zip(self.names, self._values[k * width : (k + 1) * width], strict=True))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
+    def _item(self, k: int) -> dict[str, float]:
+        names = self.names or ()  # (in range: at least one query, so its names)
+        return dict(zip(names, self._values[k * len(names) : (k + 1) * len(names)], strict=True))
 
 
 TREC_CHUNK_LINES = 8192  # lines made into text and compressed at a time by write_trec (under 1 MB of text)
@@ -144,14 +133,9 @@ def write_trec(handle: BinaryIO, lines: Iterable[str]) -> None:
     name and mtime 0 in the gzip header: identical content gives identical bytes), a chunk of lines
     at a time: a run's text is never held whole. The same bytes as compressing the whole text at once
     (tests/evaluate/test_run_lines.py)."""
+    remaining = iter(lines)
     with gzip.GzipFile(filename="", fileobj=handle, mode="wb", mtime=0) as out:
-        chunk: list[str] = []
-        for line in lines:
-            chunk.append(line)
-            if len(chunk) == TREC_CHUNK_LINES:
-                out.write(("\n".join(chunk) + "\n").encode("utf-8"))
-                chunk = []
-        if chunk:
+        while chunk := list(islice(remaining, TREC_CHUNK_LINES)):
             out.write(("\n".join(chunk) + "\n").encode("utf-8"))
 
 

@@ -145,4 +145,4 @@ def graded_scores(outcome) -> dict[str, list[float]]:
 
     if not isinstance(outcome, GradedOutcome):
         return {}
-    return {MAIN_SCORE: outcome.graded.column(MAIN_SCORE).tolist() if outcome.graded else []}
+    return {MAIN_SCORE: outcome.graded.column(MAIN_SCORE).tolist()}
