@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
-import gzip
+import os
+import struct
+import tempfile
+import zlib
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
@@ -16,6 +19,7 @@ import numpy as np
 
 from csbench.evaluate.metrics import NDCG_CUTOFF, RECALL_CUTOFFS, ndcg_at, rank_metrics, reciprocal_ranks
 from csbench.evaluate.protocols import PROTOCOLS, matching_metrics
+from csbench.io import DiskFullError, is_disk_full
 
 
 class _Held(Sequence):
@@ -42,6 +46,46 @@ class _Held(Sequence):
     __hash__ = None  # type: ignore[assignment]
 
 
+RUN_LINES_HELD = 1 << 20  # lines a RunLines holds (about 16 bytes each) before it compresses them to a file
+TREC_CHUNK_LINES = 8192  # lines made into text and compressed at a time (under 1 MB of text)
+# gzip's header as gzip.GzipFile(filename="", mtime=0) writes it at compresslevel 9: magic, deflate, no flags,
+# mtime 0, "best compression", OS unknown (tests/evaluate/test_run_lines.py checks the bytes against GzipFile)
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+
+
+class _Gzip:
+    """A gzip member's body and trailer for text given in pieces: the bytes ``gzip.GzipFile`` (level 9)
+    writes for the same text, however it is cut (zlib's output does not depend on that)."""
+
+    def __init__(self) -> None:
+        self._deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0)
+        self.crc, self.size = 0, 0
+
+    def compress(self, data: bytes) -> bytes:
+        self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
+        return self._deflate.compress(data)
+
+    def copy(self) -> _Gzip:
+        twin = _Gzip.__new__(_Gzip)
+        twin._deflate, twin.crc, twin.size = self._deflate.copy(), self.crc, self.size
+        return twin
+
+    def pending(self) -> bytes:
+        """What the compressor holds, emitted so that a decompressor reads all it was given (on a copy:
+        a sync flush changes the stream)."""
+        return self.copy()._deflate.flush(zlib.Z_SYNC_FLUSH)
+
+    def finish(self) -> bytes:
+        return self._deflate.flush() + struct.pack("<LL", self.crc, self.size & 0xFFFFFFFF)
+
+
+def _text(lines: Iterable[str]) -> Iterator[bytes]:
+    """``lines`` as UTF-8 text, a newline after each, TREC_CHUNK_LINES lines at a time."""
+    remaining = iter(lines)
+    while chunk := list(islice(remaining, TREC_CHUNK_LINES)):
+        yield ("\n".join(chunk) + "\n").encode("utf-8")
+
+
 class RunLines(_Held):
     """A ranking protocol's TREC run, ``<query> Q0 <doc> <position> <score> <run name>`` per listed
     document, held compactly and made into lines as it is read or written.
@@ -52,26 +96,65 @@ class RunLines(_Held):
     encoded whole to be written: tests/evaluate/test_run_lines.py). Scores are written ``%.6f`` (a
     single-answer protocol's run) or ``exact`` (``repr``: a graded protocol's, so that trec_eval
     reading the file scores what csbench scored).
-    Reads as the list of lines it stands for (``==`` compares lines with any sequence of them)."""
 
-    def __init__(self, exact: bool = False) -> None:
-        self.exact = exact
+    At most ``held`` lines (:data:`RUN_LINES_HELD`) are held so: past that, the held queries' lines are
+    compressed, as the run file will hold them, into an unnamed temporary file (``TMPDIR``; gone with
+    the process, even a killed one), and :func:`write_trec` copies those bytes. So a run's memory is
+    bounded whatever its queries and depth (a graded protocol lists 1,000 documents a query: 16 KB a
+    query held). Reads as the list of lines it stands for (``==`` compares lines with any sequence of
+    them); a line already compressed is read by decompressing the file from its start.
+
+    ``kept=False``: a run nobody writes (``search(keep_runs=False)``: robust's points); ``add`` checks
+    its arguments and keeps nothing, and the run reads as empty but refuses to be written."""
+
+    def __init__(self, exact: bool = False, held: int | None = None, kept: bool = True) -> None:
+        held = RUN_LINES_HELD if held is None else held
+        if held < 1:
+            raise ValueError(f"held must be at least 1 line, not {held}")
+        self.exact, self.held, self.kept = exact, held, kept
         self._queries: list[str] = []
         self._names: list[str] = []
-        self._starts = array("q", [0])  # query q's documents: [_starts[q], _starts[q + 1])
+        self._starts = array("q", [0])  # held query q's documents: [_starts[q], _starts[q + 1])
         self._docs: list[str] = []
         self._scores = array("d")
+        self._file = None  # the compressed lines' temporary file, once there are any
+        self._gzip: _Gzip | None = None  # the compressor of the lines in _file (zlib holds about 270 KB)
+        self._stored = 0  # lines in _file
+        self._stored_bytes = 0  # compressed bytes in _file
 
     def add(self, query_id: str, docs: Sequence[str], scores: Sequence[float] | np.ndarray, run_name: str) -> None:
         """Append one query's listed documents (best first) with their scores."""
         values = np.ascontiguousarray(scores, dtype=np.float64).ravel()
         if values.size != len(docs):
             raise ValueError(f"{len(docs)} documents and {values.size} scores for query {query_id!r}")
+        if not self.kept:
+            return
         self._queries.append(query_id)
         self._names.append(run_name)
         self._docs.extend(docs)
         self._scores.frombytes(values.tobytes())
         self._starts.append(len(self._docs))
+        if len(self._docs) >= self.held:
+            self._store()
+
+    def _store(self) -> None:
+        """Compress the held lines into the temporary file and hold none."""
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="csbench-run-")  # noqa: SIM115 - closed with the run
+            stream = self._gzip = self._gzip or _Gzip()
+            for text in _text(self._held_lines()):
+                data = stream.compress(text)
+                self._file.write(data)
+                self._stored_bytes += len(data)
+            self._file.flush()
+        except OSError as err:
+            if is_disk_full(err):
+                raise DiskFullError(tempfile.gettempdir(), err, written=self._stored_bytes) from err
+            raise
+        self._stored += len(self._docs)
+        self._queries, self._names, self._docs = [], [], []
+        self._starts, self._scores = array("q", [0]), array("d")
 
     def _line(self, query: int, k: int) -> str:
         score = self._scores[k]
@@ -79,19 +162,69 @@ class RunLines(_Held):
         position = k - self._starts[query] + 1
         return f"{self._queries[query]} Q0 {self._docs[k]} {position} {shown} {self._names[query]}"
 
-    def __len__(self) -> int:
-        return len(self._docs)
-
-    def _item(self, k: int) -> str:
-        return self._line(bisect_right(self._starts, k) - 1, k)
-
-    def __iter__(self) -> Iterator[str]:
+    def _held_lines(self) -> Iterator[str]:
         for query in range(len(self._queries)):
             for k in range(self._starts[query], self._starts[query + 1]):
                 yield self._line(query, k)
 
+    def _stored_lines(self) -> Iterator[str]:
+        """The lines in the temporary file, decompressed from its start."""
+        if self._file is None or self._gzip is None:
+            return
+        inflate, rest, offset = zlib.decompressobj(-zlib.MAX_WBITS), b"", 0
+        fd = self._file.fileno()
+        while offset < self._stored_bytes:
+            data = os.pread(fd, min(1 << 20, self._stored_bytes - offset), offset)
+            offset += len(data)
+            *lines, rest = (rest + inflate.decompress(data)).split(b"\n")
+            yield from (line.decode("utf-8") for line in lines)
+        *lines, rest = (rest + inflate.decompress(self._gzip.pending())).split(b"\n")
+        yield from (line.decode("utf-8") for line in lines)
+
+    def gzip_into(self, handle: BinaryIO) -> None:
+        """Write the run as :func:`write_trec` does (the stored part copied as it was compressed)."""
+        if not self.kept:
+            raise ValueError("this run was not kept (search(keep_runs=False)): there is nothing to write")
+        handle.write(GZIP_HEADER)
+        offset, fd = 0, self._file.fileno() if self._file is not None else -1
+        while offset < self._stored_bytes:
+            data = os.pread(fd, min(1 << 20, self._stored_bytes - offset), offset)
+            handle.write(data)
+            offset += len(data)
+        rest = self._gzip.copy() if self._gzip is not None else _Gzip()  # the run can be written again, or grow
+        for text in _text(self._held_lines()):
+            handle.write(rest.compress(text))
+        handle.write(rest.finish())
+
+    def close(self) -> None:
+        """Remove the temporary file now (else it goes with the process or the object)."""
+        if self._file is not None:
+            self._file.close()
+
+    def __len__(self) -> int:
+        return self._stored + len(self._docs)
+
+    def _item(self, k: int) -> str:
+        if k < self._stored:
+            return next(islice(self._stored_lines(), k, None))
+        k -= self._stored
+        return self._line(bisect_right(self._starts, k) - 1, k)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice) and self._stored:
+            start, stop, step = index.indices(len(self))
+            return list(islice(self, start, stop, step)) if step > 0 else list(self)[index]
+        return super().__getitem__(index)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._stored_lines()
+        yield from self._held_lines()
+
     def __repr__(self) -> str:
-        return f"RunLines({len(self._queries)} queries, {len(self)} lines)"
+        if not self.kept:
+            return "RunLines(not kept)"
+        queries = f"{len(self._queries)} held queries" if self._stored else f"{len(self._queries)} queries"
+        return f"RunLines({queries}, {len(self)} lines{f', {self._stored} compressed' if self._stored else ''})"
 
 
 class QueryMeasures(_Held):
@@ -125,18 +258,20 @@ class QueryMeasures(_Held):
         return dict(zip(names, self._values[k * len(names) : (k + 1) * len(names)], strict=True))
 
 
-TREC_CHUNK_LINES = 8192  # lines made into text and compressed at a time by write_trec (under 1 MB of text)
-
-
 def write_trec(handle: BinaryIO, lines: Iterable[str]) -> None:
     """Write ``lines`` to ``handle`` as a gzip-compressed TREC run file (each line and a newline; no
     name and mtime 0 in the gzip header: identical content gives identical bytes), a chunk of lines
-    at a time: a run's text is never held whole. The same bytes as compressing the whole text at once
-    (tests/evaluate/test_run_lines.py)."""
-    remaining = iter(lines)
-    with gzip.GzipFile(filename="", fileobj=handle, mode="wb", mtime=0) as out:
-        while chunk := list(islice(remaining, TREC_CHUNK_LINES)):
-            out.write(("\n".join(chunk) + "\n").encode("utf-8"))
+    at a time: a run's text is never held whole. The bytes of ``gzip.GzipFile`` compressing the whole
+    text at once (tests/evaluate/test_run_lines.py). A :class:`RunLines` copies what it already
+    compressed."""
+    if isinstance(lines, RunLines):
+        lines.gzip_into(handle)
+        return
+    handle.write(GZIP_HEADER)
+    stream = _Gzip()
+    for text in _text(lines):
+        handle.write(stream.compress(text))
+    handle.write(stream.finish())
 
 
 @dataclass

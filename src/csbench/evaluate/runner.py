@@ -22,7 +22,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from csbench.evaluate.metrics import rank_of_correct
-from csbench.evaluate.outcomes import GradedOutcome, _with_ties
+from csbench.evaluate.outcomes import GradedOutcome, RunLines, _with_ties
 from csbench.evaluate.outcomes import MatchingOutcome as MatchingOutcome
 from csbench.evaluate.outcomes import ProtocolOutcome as ProtocolOutcome
 from csbench.evaluate.outcomes import tie_note as tie_note
@@ -220,6 +220,7 @@ def search(
     latency: bool = True,
     matching_setup: MatchingSetup | None = None,
     qrels: pd.DataFrame | None = None,
+    keep_runs: bool = True,
 ) -> tuple[dict[str, ProtocolOutcome | MatchingOutcome], dict[str, float]]:
     """Rank each query of the test split ``pool`` (or ``queries``, one text per test record: a
     perturbed query set) against the indexed pools under each protocol; decide the pairs of a
@@ -228,7 +229,9 @@ def search(
     also time ``LATENCY_SAMPLE`` queries answered one at a time (the timings' latency figures);
     a caller that discards the timings turns it off, since one-by-one encoding dominates a dense
     model's search. ``qrels``: the dataset's relevance judgements (``csbench.evaluate.qrels``'s
-    QRELS_COLUMNS) for a graded protocol; None: each query's own code (or url) is relevant."""
+    QRELS_COLUMNS) for a graded protocol; None: each query's own code (or url) is relevant.
+    ``keep_runs``: False keeps no TREC run (a caller that writes none: a graded protocol lists 1,000
+    documents a query); the outcomes' ``run_lines`` then refuse to be written."""
     ids = pool["id"].tolist()
     plans = _plans(pool, protocols, codebase)
     kinds = pool_kinds(pool, protocols, codebase, valid)
@@ -267,7 +270,9 @@ def search(
         from csbench.evaluate.graded import graded_relevance
 
         relevance = graded_relevance(pool, codebase, qrels)
-    job = _Search(index, plans, pairs, ids, queries, run_depth, run_name, memory_mb, progress, kind_queries, relevance)
+    job = _Search(
+        index, plans, pairs, ids, queries, run_depth, run_name, memory_mb, progress, kind_queries, relevance, keep_runs
+    )  # fmt: skip
     from csbench.evaluate.ranking import one_blas_thread
 
     # every numpy product of the search on one BLAS thread, whichever path: the engine's, and a retriever's
@@ -305,10 +310,13 @@ class _Search:
     progress: bool
     kind_queries: dict[str, list[str]] = field(default_factory=dict)  # a pool kind's own queries (FuncName)
     relevance: list[dict[str, int]] | None = None  # graded protocols: each query's relevant documents
+    keep_runs: bool = True  # False: the outcomes keep no TREC run
 
     def new_outcome(self, name: str, plan: Plan) -> ProtocolOutcome:
         """The empty outcome of protocol ``name`` (a graded one keeps trec_eval's measures too)."""
-        return GradedOutcome(name, plan.note) if plan.order == "qrels" else ProtocolOutcome(name, plan.note)
+        if plan.order == "qrels":
+            return GradedOutcome(name, plan.note, run_lines=RunLines(exact=True, kept=self.keep_runs))
+        return ProtocolOutcome(name, plan.note, run_lines=RunLines(kept=self.keep_runs))
 
     def record_graded(self, outcome: ProtocolOutcome, i: int, names: list[str], top: np.ndarray, scores) -> None:
         """Query i's top list (``top``: rows of the pool ``names``, -1 padding) into a graded outcome."""
@@ -486,7 +494,7 @@ def _search_pairs(job: _Search) -> Searched:
             note = MATCHING_ONLY_NOTE if matching_only else CROSS_NOTE
             outcomes[name] = ProtocolOutcome(name, "; ".join(n for n in (plan.note, note) if n))
             continue
-        outcome = ProtocolOutcome(name, plan.note)
+        outcome = ProtocolOutcome(name, plan.note, run_lines=RunLines(kept=job.keep_runs))
         rows = plan.per_query
         n, k = rows.shape
         scores = index.retrievers[kind].score_pairs(queries, np.repeat(np.arange(n), k), rows.ravel()).reshape(n, k)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from csbench import lineage, paths
 from csbench.config import RunKey
-from csbench.io import sha256_file, write_json, write_text
+from csbench.io import atomic_open, sha256_file, write_json, write_text
 from csbench.phases import Context
 from csbench.phases import index as index_phase
 from csbench.phases.inputs import attacked as attacked_input
@@ -88,32 +88,29 @@ def _write_outcomes(out: Path, run: RunKey, outcomes: dict) -> tuple[list[str], 
     """``ranks.tsv``, a TREC run per ranking protocol and a TSV of decisions per matching one; the
     names of the run's files, its scores (protocol, metric, value) and what each protocol did."""
     from csbench.evaluate.runner import MatchingOutcome, write_trec
-    from csbench.io import atomic_open
 
     written = ["ranks.tsv", "provenance.json", "metrics.json"]
     scores, protocol_info = [], {}
-    ranks_lines = ["protocol\tquery_id\trank\tcandidates\ttop1"]
-    for name, outcome in outcomes.items():
-        metrics = outcome.metrics()
-        scores += [{"protocol": name, "metric": k, "value": v} for k, v in metrics.items()]
-        protocol_info[name] = {"note": outcome.plan_note, "n_queries": metrics["n_queries"]}
-        if isinstance(outcome, MatchingOutcome):
-            protocol_info[name] |= outcome.record()  # released or drawn pairs, and the decision rule
-            header = "query_id\tcode_id\tlabel\tscore\tdecision"
-            write_text(out / f"{name}.tsv", "\n".join([header, *outcome.lines()]) + "\n")
-            written.append(f"{name}.tsv")
-            continue
-        ranks_lines += [
-            f"{name}\t{q}\t{r}\t{c}\t{t}"
-            for q, r, c, t in zip(outcome.query_ids, outcome.ranks, outcome.n_candidates, outcome.top1, strict=True)
-        ]
-        with atomic_open(out / f"run.{name}.trec.gz", "wb") as handle:
-            write_trec(handle, outcome.run_lines)
-        written.append(f"run.{name}.trec.gz")
-        written += _write_graded(out, name, outcome)
-        if outcome.plan_note:
-            log.warning("%s %s: %s", run.path, name, outcome.plan_note)
-    write_text(out / "ranks.tsv", "\n".join(ranks_lines) + "\n")
+    with atomic_open(out / "ranks.tsv") as ranks:  # a line a query: written as it is made
+        ranks.write("protocol\tquery_id\trank\tcandidates\ttop1\n")
+        for name, outcome in outcomes.items():
+            metrics = outcome.metrics()
+            scores += [{"protocol": name, "metric": k, "value": v} for k, v in metrics.items()]
+            protocol_info[name] = {"note": outcome.plan_note, "n_queries": metrics["n_queries"]}
+            if isinstance(outcome, MatchingOutcome):
+                protocol_info[name] |= outcome.record()  # released or drawn pairs, and the decision rule
+                header = "query_id\tcode_id\tlabel\tscore\tdecision"
+                write_text(out / f"{name}.tsv", "\n".join([header, *outcome.lines()]) + "\n")
+                written.append(f"{name}.tsv")
+                continue
+            records = zip(outcome.query_ids, outcome.ranks, outcome.n_candidates, outcome.top1, strict=True)
+            ranks.writelines(f"{name}\t{q}\t{r}\t{c}\t{t}\n" for q, r, c, t in records)
+            with atomic_open(out / f"run.{name}.trec.gz", "wb") as handle:
+                write_trec(handle, outcome.run_lines)
+            written.append(f"run.{name}.trec.gz")
+            written += _write_graded(out, name, outcome)
+            if outcome.plan_note:
+                log.warning("%s %s: %s", run.path, name, outcome.plan_note)
     return written, scores, protocol_info
 
 
@@ -129,13 +126,11 @@ def _write_graded(out: Path, name: str, outcome) -> list[str]:
 
     if not isinstance(outcome, GradedOutcome):
         return []
-    columns = list(outcome.graded[0]) if outcome.graded else []
-    lines = ["\t".join(["query_id", *columns])]
-    lines += [
-        "\t".join([query, *(repr(float(row[c])) for c in columns)])
-        for query, row in zip(outcome.query_ids, outcome.graded, strict=True)
-    ]
-    write_text(out / graded_file(name), "\n".join(lines) + "\n")
+    columns = list(outcome.graded.names or ())
+    with atomic_open(out / graded_file(name)) as handle:  # a line a query: written as it is made
+        handle.write("\t".join(["query_id", *columns]) + "\n")
+        for query, row in zip(outcome.query_ids, outcome.graded, strict=True):
+            handle.write("\t".join([query, *(repr(float(row[c])) for c in columns)]) + "\n")
     return [graded_file(name)]
 
 

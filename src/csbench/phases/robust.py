@@ -115,6 +115,7 @@ def _point(ctx: Context, run: RunKey, index, pools: tuple[pd.DataFrame, pd.DataF
         memory_mb=float(config.section("evaluation").get("memory_mb", DEFAULT_MEMORY_MB)),
         latency=False,  # the point records no timings
         qrels=judgements,
+        keep_runs=False,  # nor a TREC run (a graded protocol's lists 1,000 documents a query)
     )
     outcome = outcomes[protocol]
     point_file = paths.robust_point_file(run.path, perturbation, ratio)
