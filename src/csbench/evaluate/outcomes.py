@@ -16,7 +16,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 import numpy as np
 
@@ -89,6 +89,23 @@ def _text(lines: Iterable[str]) -> Iterator[bytes]:
         yield ("\n".join(chunk) + "\n").encode("utf-8")
 
 
+def _write_gzip(handle: BinaryIO, stored: Iterable[bytes], stream: _Gzip, lines: Iterable[str]) -> None:
+    """A gzip file: its header, ``stored`` (what ``stream`` already compressed), ``lines`` compressed
+    through ``stream``, its trailer."""
+    handle.write(GZIP_HEADER)
+    handle.writelines(stored)
+    for text in _text(lines):
+        handle.write(stream.compress(text))
+    handle.write(stream.finish())
+
+
+def _raise_in_tmpdir(err: OSError, written: int | None = None) -> NoReturn:
+    """Raise ``err``, met writing a run's temporary file; a full disk as DiskFullError naming TMPDIR."""
+    if is_disk_full(err):
+        raise DiskFullError(tempfile.gettempdir(), err, written=written) from err
+    raise err
+
+
 COMPRESS_QUEUE = 8  # text chunks (TREC_CHUNK_LINES lines each) waiting for a run's compressor thread
 
 
@@ -132,9 +149,13 @@ class _Compressor:
         self.file.flush()
 
     def compressed(self) -> Iterator[bytes]:
-        """The file's bytes, once every chunk given is in it, a MiB at a time."""
+        """The file's bytes, a MiB at a time, once every chunk given is in it (waited for now, so the
+        thread is idle when this returns: ``stream`` can be copied)."""
         self.drain()
-        offset, end = 0, self.written
+        return self._read(self.written)
+
+    def _read(self, end: int) -> Iterator[bytes]:
+        offset = 0
         while offset < end:
             data = os.pread(self.file.fileno(), min(1 << 20, end - offset), offset)
             offset += len(data)
@@ -147,9 +168,9 @@ class _Compressor:
             self._thread.join()
 
     def _raise(self) -> None:
+        if isinstance(self.error, OSError):
+            _raise_in_tmpdir(self.error, self.written)
         if self.error is not None:
-            if is_disk_full(self.error):
-                raise DiskFullError(tempfile.gettempdir(), self.error, written=self.written) from self.error
             raise self.error
 
 
@@ -216,9 +237,7 @@ class RunLines(_Held):
             try:
                 file = tempfile.TemporaryFile(prefix="csbench-run-")  # noqa: SIM115 - closed by close / the finalizer
             except OSError as err:
-                if is_disk_full(err):
-                    raise DiskFullError(tempfile.gettempdir(), err) from err
-                raise
+                _raise_in_tmpdir(err)
             self._compressor = _Compressor(file, _Gzip())  # zlib's compressor holds about 270 KB
             weakref.finalize(self, _close, self._compressor)  # its thread and file end with the run
         for text in _text(self._held_lines()):
@@ -254,14 +273,11 @@ class RunLines(_Held):
         """Write the run as :func:`write_trec` does (the stored part copied as it was compressed)."""
         if not self.kept:
             raise ValueError("this run was not kept (search(keep_runs=False)): there is nothing to write")
-        handle.write(GZIP_HEADER)
-        rest = _Gzip()
-        if (compressor := self._compressor) is not None:
-            handle.writelines(compressor.compressed())
-            rest = compressor.stream.copy()  # the run can be written again, or grow
-        for text in _text(self._held_lines()):
-            handle.write(rest.compress(text))
-        handle.write(rest.finish())
+        if (compressor := self._compressor) is None:
+            _write_gzip(handle, (), _Gzip(), self._held_lines())
+        else:  # the stored part copied, the rest through a copy of its stream: the run can be written again, or grow
+            stored = compressor.compressed()
+            _write_gzip(handle, stored, compressor.stream.copy(), self._held_lines())
 
     def drain(self) -> None:
         """Wait until the compressor thread has written every stored line (it raises the thread's error)."""
@@ -338,12 +354,8 @@ def write_trec(handle: BinaryIO, lines: Iterable[str]) -> None:
     compressed."""
     if isinstance(lines, RunLines):
         lines.gzip_into(handle)
-        return
-    handle.write(GZIP_HEADER)
-    stream = _Gzip()
-    for text in _text(lines):
-        handle.write(stream.compress(text))
-    handle.write(stream.finish())
+    else:
+        _write_gzip(handle, (), _Gzip(), lines)
 
 
 @dataclass
