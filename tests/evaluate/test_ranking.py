@@ -208,6 +208,32 @@ def test_distinct_rows_groups_identical_vectors() -> None:
     assert distinct_rows(odd)[0].tolist() == [0, 1, 0, 0]
 
 
+@pytest.mark.parametrize("dtype, width", [(np.float32, 384), (np.float32, 3), (np.float64, 5), (np.int16, 3)])
+def test_distinct_rows_groups_like_unique_across_hash_chunks(
+    monkeypatch: pytest.MonkeyPatch, dtype: type, width: int
+) -> None:
+    # rows hashed a chunk at a time in 64-bit, 32-bit or byte words (whichever the row's bytes divide
+    # into), duplicates in other chunks than their first: the groups np.unique finds, in first-appearance
+    # order; -0.0 and 0.0 (other bits) are not merged
+    from csbench.evaluate import ranking
+
+    monkeypatch.setattr(ranking, "_HASH_ROWS", 7)
+    rng = np.random.default_rng([17, width])
+    kinds = rng.standard_normal((13, width)).astype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        kinds[0] = 0.0
+        kinds[1] = -0.0
+    vectors = kinds[rng.integers(0, 13, size=60)]
+    code_column, firsts = distinct_rows(vectors)
+    _, first_of_kind, kind_of_row = np.unique(
+        vectors.view(np.dtype((np.void, vectors.itemsize * width))).ravel(), return_index=True, return_inverse=True
+    )
+    expected_firsts = np.sort(first_of_kind)
+    assert firsts.tolist() == expected_firsts.tolist()
+    column_of_kind = {int(kind_of_row[f]): column for column, f in enumerate(expected_firsts)}
+    assert code_column.tolist() == [column_of_kind[int(k)] for k in kind_of_row.ravel()]
+
+
 def test_depth_beyond_the_pool_pads_with_minus_one() -> None:
     scores = np.array([[3.0, 1.0, 2.0], [0.0, 0.0, 0.0]])
     result = rank_blocks(matrix_scorer(scores), 2, 3, np.array([2, 1]), 5, block=(1, 2))
@@ -482,3 +508,41 @@ def test_row_parts_rank_each_part_through_every_block_in_one_thread(
             else:
                 assert max(len(q) for q, _ in calls) <= 8
                 assert 2 <= running[1] <= min(int(threads), block[0] // 8)
+
+
+@pytest.mark.parametrize("scan_columns", [7, 16, 1024])
+@pytest.mark.parametrize("specials", [False, True])
+def test_row_parts_pass_over_a_block_in_pieces(
+    monkeypatch: pytest.MonkeyPatch, scan_columns: int, specials: bool
+) -> None:
+    # in rank_dense's mode (row parts) every code block after a query block's first is scored and passed
+    # over in pieces of at most SCAN_COLUMNS columns (while in the cache): the same ranks, lists and
+    # scores as the reference, with ties, special scores, guesses too high (ranked again: through the
+    # same pieces), answers in many blocks (their correct scores read from the pieces) and queries not
+    # evaluated; the first block of each query block is asked for whole (its guess reads all of it)
+    from csbench.evaluate import ranking
+
+    monkeypatch.setattr(ranking, "SCAN_COLUMNS", scan_columns)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    rng = np.random.default_rng([16, scan_columns, specials])
+    n_queries, n_codes = 61, 700
+    scores = np.round(rng.standard_normal((n_queries, n_codes)), 1)
+    scores[:20, :100] += 10  # their guessed thresholds leave too few candidates
+    if specials:
+        scores = with_specials(rng, scores, share=0.03)
+    answers = rng.integers(0, n_codes, size=n_queries)
+    answers[:20] = rng.integers(0, 100, size=20)
+    answers[::11] = -1
+    calls: list = []
+    score_block = matrix_scorer(scores, calls, np.float32)
+    for depth in (0, 1, 5, 40):
+        for block in [(20, 70), (25, 700), (61, 33)]:
+            calls.clear()
+            result = rank_blocks(score_block, n_queries, n_codes, answers, depth, block=block, row_parts=8)
+            assert_same(result, reference(scores.astype(np.float32), answers, depth))
+            widths = {codes.stop - codes.start for _, codes in calls}
+            assert block[1] in widths  # the first block of a query block whole
+            if scan_columns < block[1] < n_codes:
+                assert min(widths) <= scan_columns  # the others in pieces
+            else:
+                assert widths == {block[1]} | {n_codes % block[1]} - {0}

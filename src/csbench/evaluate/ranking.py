@@ -28,7 +28,9 @@ of codes, sized from ``memory_mb``) and, per query, a count and a running top li
   different threads, ranked near-tied codes differently). Where a query block holds at least two such
   parts, each part runs through every code block in one thread, its products and its pass over the
   scores alternating there (``rank_blocks``'s ``row_parts``): no thread waits for another between code
-  blocks, and the products are the same, so the same bits.
+  blocks, and the products are the same, so the same bits. There, every code block after a query
+  block's first is scored and passed over in pieces of ``SCAN_COLUMNS`` columns, each while its scores
+  are still in the core's cache (the first stays whole: its guess reads all of it).
 * where the selection kernel is compiled (``csbench.evaluate._select``, Cython, built by ``make
   setup``; ``USE_KERNEL``), a float32 block is counted and its candidates appended in one pass per
   row in C without the GIL, a full buffer cut by quickselect as it fills, the guess read by
@@ -66,6 +68,12 @@ USE_KERNEL: bool = _select.COMPILED
 # Query rows per BLAS product of rank_dense, each on one BLAS thread: fixed, so that every score's bits
 # are the same whatever the number of threads (work_threads) that computes the parts.
 PRODUCT_ROWS = 1024
+
+# Score columns a part of rank_blocks(row_parts=...) computes and passes over at a time, after its query
+# block's first code block: 1,024 query rows x 1,024 float32 scores (4 MiB) are passed over while still in
+# the core's cache, where a whole block's (17 MiB at the default 256 MB) came back from memory: on the
+# development machine the pass took 0.67 ns a score against 1.38 (benchmarks/bench_ranking.py).
+SCAN_COLUMNS = 1024
 
 # Bytes of working memory per entry of a score block beyond the scores: the comparison masks
 # (1 byte each); the scores are counted three times (the block, a NaN-free or partitioned copy, slack).
@@ -300,11 +308,12 @@ def rank_dense(
         # with duplicates, column j is the first code of its kind: gathered per block, no copy of all codes
         block = c[columns] if firsts is None else c[firsts[columns]]
         shape = (rows.size, block.shape[0])
-        out = getattr(local, "out", None)
-        if out is None or out.shape != shape:
-            out = local.out = np.empty(shape, dtype=np.float32)
-        # the same product into the same memory: a fresh block of this size would be new pages (mmap) to
-        # fault in and zero, every block
+        memory = getattr(local, "out", None)
+        if memory is None or memory.size < shape[0] * shape[1]:
+            memory = local.out = np.empty(shape[0] * shape[1], dtype=np.float32)
+        # the products into the same memory (a block's, or a narrower piece's, in its first entries): a
+        # fresh block of this size would be new pages (mmap) to fault in and zero, every block
+        out = memory[: shape[0] * shape[1]].reshape(shape)
         vectors = local.vectors
         parts = [slice(a, min(a + PRODUCT_ROWS, shape[0])) for a in range(0, shape[0], PRODUCT_ROWS)]
 
@@ -369,6 +378,9 @@ def rank_candidates(
     )
 
 
+_HASH_ROWS = 8192  # rows hashed at a time by distinct_rows
+
+
 def distinct_rows(vectors: np.ndarray, memory_mb: float = 256.0) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Group bitwise-identical rows: ``(code_column, firsts)`` where row r's column is
     ``code_column[r]`` and ``firsts[j]`` is the first row of column j (columns in order of first
@@ -379,10 +391,15 @@ def distinct_rows(vectors: np.ndarray, memory_mb: float = 256.0) -> tuple[np.nda
     if n < 2:
         return None, None
     bits = rows.reshape(n, -1).view(np.uint8)
-    bits = bits.view(np.uint32) if bits.shape[1] % 4 == 0 else bits
+    # the widest words the rows divide into: 64-bit words need no widened copy for the product below
+    for word in (np.uint64, np.uint32):
+        if bits.shape[1] % np.dtype(word).itemsize == 0:
+            bits = bits.view(word)
+            break
     multipliers = np.random.default_rng(0).integers(0, 2**63, size=bits.shape[1], dtype=np.uint64) * 2 + 1
     hashes = np.empty(n, dtype=np.uint64)
-    chunk = max(1, int(max(float(memory_mb), 1.0) * 2**20 // (8 * bits.shape[1])))
+    # chunks of rows small enough that a narrower word's widened copy is reused memory, not fresh pages
+    chunk = max(1, min(_HASH_ROWS, int(max(float(memory_mb), 1.0) * 2**20 // (8 * bits.shape[1]))))
     for start in range(0, n, chunk):  # integer matmul wraps modulo 2**64: a linear hash of the bits
         hashes[start : start + chunk] = bits[start : start + chunk] @ multipliers
     order = np.argsort(hashes, kind="stable")
@@ -523,12 +540,22 @@ def _rank_query_block(
     width = slices[0].stop - slices[0].start
     answer_block = answer_columns // width
     first = int(answer_block[-1])
+    order = [first, *(b for b in range(len(slices)) if b != first)]
+    # in one thread (row parts), a block after the first is scored and passed over in pieces of at most
+    # SCAN_COLUMNS columns, each while its scores are still in the core's cache; the first stays whole
+    # (its guess reads the whole block). The correct scores are read from the very same pieces.
+    pieces = [
+        piece
+        for b in order
+        for piece in ([slices[b]] if b == first or pool is not None else _column_pieces(slices[b], SCAN_COLUMNS))
+    ]
     targets = np.full(queries.size, np.nan)
-    for b in (int(b) for b in np.unique(answer_block) if b != first):
-        # correct scores from column blocks counted after `first`: computed here, and again in turn
-        scores = _scores(score_block, queries, slices[b])
-        mine = np.flatnonzero(answer_block == b)
-        targets[mine] = scores[mine, answer_columns[mine] - slices[b].start]
+    for piece in pieces[1:]:
+        # correct scores from the pieces counted after the first block: computed here, and again in turn
+        mine = np.flatnonzero((answer_columns >= piece.start) & (answer_columns < piece.stop))
+        if mine.size:
+            scores = _scores(score_block, queries, piece)
+            targets[mine] = scores[mine, answer_columns[mine] - piece.start]
     counts = np.zeros(queries.size, dtype=np.int64)
     n_columns = slices[-1].stop
     n_parts = max(1, min(pool._max_workers if pool is not None else 1, queries.size))
@@ -545,13 +572,12 @@ def _rank_query_block(
             return [work(k) for k in range(len(parts))]
         return list(pool.map(work, range(len(parts))))
 
-    order = [first, *(b for b in range(len(slices)) if b != first)]
-    for b in order:
-        start = slices[b].start
-        scores = _scores(score_block, queries, slices[b])
-        mine = np.flatnonzero(answer_block == b)
+    for at, columns_slice in enumerate(pieces):
+        start = columns_slice.start
+        scores = _scores(score_block, queries, columns_slice)
+        mine = np.flatnonzero((answer_columns >= start) & (answer_columns < columns_slice.stop))
         got = scores[mine, answer_columns[mine] - start].astype(np.float64)
-        if b == first:
+        if at == 0:
             targets[mine] = got
         elif not np.array_equal(got, targets[mine], equal_nan=True):
             raise RuntimeError("score_block gave different scores for the same block: it must be deterministic")
@@ -585,11 +611,12 @@ def _rank_query_block(
         # queries whose guessed threshold left fewer than depth candidates: their lists again, without
         # a guess, from the same blocks (score_block is deterministic: the very same scores)
         again = _Head(failed.size, depth, answers[failed], columns, n_codes)
-        for b in order:
-            start = slices[b].start
-            scores = _scores(score_block, queries, slices[b])[failed]
-            mine = np.flatnonzero(answer_block[failed] == b)
-            got = scores[mine, answer_columns[failed][mine] - start].astype(np.float64)
+        failed_columns = answer_columns[failed]
+        for columns_slice in pieces:
+            start = columns_slice.start
+            scores = _scores(score_block, queries, columns_slice)[failed]
+            mine = np.flatnonzero((failed_columns >= start) & (failed_columns < columns_slice.stop))
+            got = scores[mine, failed_columns[mine] - start].astype(np.float64)
             if not np.array_equal(got, targets[failed][mine], equal_nan=True):
                 raise RuntimeError("score_block gave different scores for the same block: it must be deterministic")
             correct_col = np.full(failed.size, -1, dtype=np.int64)
@@ -603,6 +630,11 @@ def _rank_query_block(
     if again is not None:  # the failed guesses' lists replace theirs
         again.write(targets[failed], position[failed], queries[failed], out)
     return ranks
+
+
+def _column_pieces(columns: slice, width: int) -> list[slice]:
+    """``columns`` cut into consecutive slices of at most ``width`` columns."""
+    return [slice(a, min(a + width, columns.stop)) for a in range(columns.start, columns.stop, width)]
 
 
 _FREE = np.uint64(np.iinfo(np.uint64).max)  # the packed key of a free top-list slot
