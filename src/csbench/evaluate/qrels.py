@@ -349,14 +349,20 @@ def first_relevant_rank(
 def trec_order(doc_ids: Sequence[str], scores: Sequence[float] | np.ndarray) -> np.ndarray:
     """Positions of ``doc_ids`` in trec_eval's order, the one :func:`query_metrics` ranks by: score
     descending compared in single precision, equal scores by document id descending (code point order,
-    as ``strcmp`` orders UTF-8), NaN last. trec_eval sorts a run so, whatever its rank column says."""
+    as ``strcmp`` orders UTF-8), NaN read as -inf (after every number, tied with -inf; a document id
+    listed twice: its later position first). trec_eval sorts a run so, whatever its rank column says.
+    The ids are read only when two scores are equal (a dense model's lists rarely have any)."""
     if not len(doc_ids):
         return np.zeros(0, dtype=np.int64)
     with np.errstate(over="ignore"):  # beyond float32's range: infinity, as the C cast gives
         single = _scores(scores, len(doc_ids)).astype(np.float32).astype(np.float64)
+    key = np.where(np.isnan(single), np.inf, -single)  # NaN after every number
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    if not (ordered[1:] == ordered[:-1]).any():  # no two scores equal (-0.0 equals 0.0): no id needed
+        return order
     id_rank = np.empty(len(doc_ids), dtype=np.int64)
     id_rank[np.argsort(np.asarray(doc_ids, dtype=str), kind="stable")] = np.arange(len(doc_ids))
-    key = np.where(np.isnan(single), np.inf, -single)  # NaN after every number
     return np.lexsort((-id_rank, key))  # lexsort's last key is the primary one
 
 
