@@ -187,23 +187,11 @@ def test_an_ordered_list_is_scored_as_query_metrics_scores_it_unordered(seed: in
     assert rank == trec.first_relevant_rank(docs, scores, relevant)
 
 
-def _trec_order_by_lexsort(doc_ids: list[str], scores: np.ndarray) -> np.ndarray:
-    """trec_order as csbench wrote it before it read the ids only for lists with equal scores: every id
-    ranked by a numpy string argsort, then one lexsort of (score, id rank descending)."""
-    if not doc_ids:
-        return np.zeros(0, dtype=np.int64)
-    with np.errstate(over="ignore"):
-        single = np.asarray(scores, dtype=np.float64).astype(np.float32).astype(np.float64)
-    id_rank = np.empty(len(doc_ids), dtype=np.int64)
-    id_rank[np.argsort(np.asarray(doc_ids, dtype=str), kind="stable")] = np.arange(len(doc_ids))
-    key = np.where(np.isnan(single), np.inf, -single)
-    return np.lexsort((-id_rank, key))
-
-
 @pytest.mark.parametrize("seed", range(40))
-def test_trec_order_is_score_then_id_descending_as_before(seed: int) -> None:
+def test_trec_order_is_score_then_id_descending(seed: int) -> None:
     """trec_order sorts the scores alone (float32, descending, NaN as -inf) and reads the ids only when two
-    are equal: the order of the former whole-list lexsort and of the rule written out in Python, with ties
+    are equal: the order of trec_eval's rule written out in Python (the former whole-list lexsort gives
+    it too: benchmarks/bench_trec_order.py compares them), with ties
     (some only in float32), NaN, +-inf, -0.0 against 0.0, values beyond float32's range, ids listed twice,
     ids that are prefixes of others and ids beyond the Basic Multilingual Plane (code point order)."""
     import functools
@@ -217,7 +205,6 @@ def test_trec_order_is_score_then_id_descending_as_before(seed: int) -> None:
     pool = np.array([0.0, -0.0, 1.0, 1.0 + 1e-12, np.nan, np.inf, -np.inf, 2.5, 1e39, -1e39, 0.1])
     scores = pool[rng.integers(0, pool.size, size=n)] if seed % 2 else np.round(rng.standard_normal(n), 1)
     got = trec.trec_order(doc_ids, scores)
-    assert got.tolist() == _trec_order_by_lexsort(doc_ids, scores).tolist()
     with np.errstate(over="ignore"):
         single = scores.astype(np.float32).astype(np.float64)
 

@@ -458,6 +458,21 @@ def test_threads_share_a_block_by_rows_without_changing_the_result(
         assert_same(result, reference(queries @ codes.T, answers, depth))
 
 
+def row_parts_case(rng: np.random.Generator, specials: bool) -> tuple[np.ndarray, np.ndarray]:
+    """61 x 700 scores rounded to 0.1 (ties), special scores with ``specials``; the answers of the first
+    20 queries among the first 100 codes, which score 10 more for them (their guessed thresholds leave
+    too few candidates: ranked again), every 11th query not evaluated."""
+    n_queries, n_codes = 61, 700
+    scores = np.round(rng.standard_normal((n_queries, n_codes)), 1)
+    scores[:20, :100] += 10
+    if specials:
+        scores = with_specials(rng, scores, share=0.03)
+    answers = rng.integers(0, n_codes, size=n_queries)
+    answers[:20] = rng.integers(0, 100, size=20)
+    answers[::11] = -1
+    return scores, answers
+
+
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
 @pytest.mark.parametrize("specials", [False, True])
 def test_row_parts_rank_each_part_through_every_block_in_one_thread(
@@ -472,15 +487,8 @@ def test_row_parts_rank_each_part_through_every_block_in_one_thread(
     import time
 
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
-    rng = np.random.default_rng([15, int(threads), specials])
-    n_queries, n_codes = 61, 700
-    scores = np.round(rng.standard_normal((n_queries, n_codes)), 1)
-    scores[:20, :100] += 10  # their guessed thresholds leave too few candidates
-    if specials:
-        scores = with_specials(rng, scores, share=0.03)
-    answers = rng.integers(0, n_codes, size=n_queries)
-    answers[:20] = rng.integers(0, 100, size=20)
-    answers[::11] = -1
+    scores, answers = row_parts_case(np.random.default_rng([15, int(threads), specials]), specials)
+    n_queries, n_codes = scores.shape
     calls: list = []
     matrix = matrix_scorer(scores, calls, np.float32)
     lock = threading.Lock()
@@ -524,15 +532,8 @@ def test_row_parts_pass_over_a_block_in_pieces(
 
     monkeypatch.setattr(ranking, "SCAN_COLUMNS", scan_columns)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    rng = np.random.default_rng([16, scan_columns, specials])
-    n_queries, n_codes = 61, 700
-    scores = np.round(rng.standard_normal((n_queries, n_codes)), 1)
-    scores[:20, :100] += 10  # their guessed thresholds leave too few candidates
-    if specials:
-        scores = with_specials(rng, scores, share=0.03)
-    answers = rng.integers(0, n_codes, size=n_queries)
-    answers[:20] = rng.integers(0, 100, size=20)
-    answers[::11] = -1
+    scores, answers = row_parts_case(np.random.default_rng([16, scan_columns, specials]), specials)
+    n_queries, n_codes = scores.shape
     calls: list = []
     score_block = matrix_scorer(scores, calls, np.float32)
     for depth in (0, 1, 5, 40):
