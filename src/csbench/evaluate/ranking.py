@@ -72,7 +72,7 @@ PRODUCT_ROWS = 1024
 # Score columns a part of rank_blocks(row_parts=...) computes and passes over at a time, after its query
 # block's first code block: 1,024 query rows x 1,024 float32 scores (4 MiB) are passed over while still in
 # the core's cache, where a whole block's (17 MiB at the default 256 MB) came back from memory: on the
-# development machine the pass took 0.67 ns a score against 1.38 (benchmarks/bench_ranking.py).
+# development machine the pass took 0.67 ns a score against 1.38 (docs/performance.md, the ranking section).
 SCAN_COLUMNS = 1024
 
 # Bytes of working memory per entry of a score block beyond the scores: the comparison masks
