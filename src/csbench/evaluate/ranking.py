@@ -184,10 +184,9 @@ def rank_blocks(
     result = RankResult(ranks, top, top_scores, n_codes, (rows, cols))
     if evaluated.size == 0:
         return result
-    n_blocks = -(-n_columns // cols)
-    slices = [slice(b * cols, min(n_columns, (b + 1) * cols)) for b in range(n_blocks)]
+    slices = _cut(slice(0, n_columns), cols)
     answer_columns = columns.column_of(answers)
-    blocks = _query_blocks(answer_columns, evaluated, rows, cols, n_blocks)
+    blocks = _query_blocks(answer_columns, evaluated, rows, cols, len(slices))
 
     def rank(queries: np.ndarray, pool: ThreadPoolExecutor | None, stores: list[dict]) -> int:
         """Rank one query block, or one part of one (its results go into ``result``)."""
@@ -315,7 +314,7 @@ def rank_dense(
         # fresh block of this size would be new pages (mmap) to fault in and zero, every block
         out = memory[: shape[0] * shape[1]].reshape(shape)
         vectors = local.vectors
-        parts = [slice(a, min(a + PRODUCT_ROWS, shape[0])) for a in range(0, shape[0], PRODUCT_ROWS)]
+        parts = _cut(slice(0, shape[0]), PRODUCT_ROWS)
 
         def product(part: slice) -> None:
             np.matmul(vectors[part], block.T, out=out[part])
@@ -547,7 +546,7 @@ def _rank_query_block(
     pieces = [
         piece
         for b in order
-        for piece in ([slices[b]] if b == first or pool is not None else _column_pieces(slices[b], SCAN_COLUMNS))
+        for piece in ([slices[b]] if b == first or pool is not None else _cut(slices[b], SCAN_COLUMNS))
     ]
     targets = np.full(queries.size, np.nan)
     for piece in pieces[1:]:
@@ -632,9 +631,9 @@ def _rank_query_block(
     return ranks
 
 
-def _column_pieces(columns: slice, width: int) -> list[slice]:
-    """``columns`` cut into consecutive slices of at most ``width`` columns."""
-    return [slice(a, min(a + width, columns.stop)) for a in range(columns.start, columns.stop, width)]
+def _cut(span: slice, width: int) -> list[slice]:
+    """``span`` (a range of rows or columns) cut into consecutive slices of at most ``width``."""
+    return [slice(a, min(a + width, span.stop)) for a in range(span.start, span.stop, width)]
 
 
 _FREE = np.uint64(np.iinfo(np.uint64).max)  # the packed key of a free top-list slot
